@@ -25,10 +25,4 @@ impl Determinism {
     pub fn combine(self, other: Determinism) -> Determinism {
         self.max(other)
     }
-
-    /// Whether `self` promises at least as much as `other` (a declared class may not promise
-    /// more than its steps deliver).
-    pub fn at_least_as_strict_as(self, other: Determinism) -> bool {
-        self <= other
-    }
 }

@@ -1,0 +1,246 @@
+//! Fingerprints: blake3 over canonical JSON, written `blake3:<hex>`.
+//!
+//! Canonical JSON is the one text every Vibe component hashes, so that the same value always
+//! gives the same fingerprint whatever produced it (the Python kernel, the mock, a YAML file):
+//!
+//! * object keys sorted by their UTF-8 bytes, no insignificant whitespace;
+//! * strings escaped as `serde_json` escapes them;
+//! * numbers by value: integers as integers; other numbers rounded to 1e-6 (the tolerance of
+//!   determinism rules v1), written as an integer when the rounded value is a whole number
+//!   below 2^53 and otherwise in the shortest form that reads back to the same `f64`;
+//!   `-0` is written `0`.
+//!
+//! The canonical text is streamed straight into the hasher, never built as a string.
+
+use std::fmt;
+use std::io::{self, Write};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The prefix of every fingerprint.
+pub const FINGERPRINT_PREFIX: &str = "blake3:";
+
+/// A `blake3:<64 hex digits>` fingerprint of canonical JSON.
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(try_from = "String", into = "String")]
+pub struct Fingerprint(String);
+
+impl Fingerprint {
+    /// The fingerprint of a JSON value.
+    pub fn of_value(value: &Value) -> Fingerprint {
+        let mut writer = HashWriter {
+            hasher: blake3::Hasher::new(),
+            buffer: Vec::with_capacity(HASH_BUFFER),
+        };
+        // Writing into a hasher cannot fail.
+        let _ = write_canonical(&mut writer, value);
+        Fingerprint::from_hash(writer.finish())
+    }
+
+    /// The fingerprint of anything serializable (through its JSON value).
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> Fingerprint {
+        Fingerprint::of_value(&serde_json::to_value(value).unwrap_or(Value::Null))
+    }
+
+    fn from_hash(hash: blake3::Hash) -> Fingerprint {
+        Fingerprint(format!("{FINGERPRINT_PREFIX}{}", hash.to_hex()))
+    }
+
+    /// The text form, `blake3:<hex>`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Parses `blake3:<64 lowercase hex digits>`.
+    pub fn parse(text: &str) -> Result<Fingerprint, String> {
+        let hex = text.strip_prefix(FINGERPRINT_PREFIX).ok_or_else(|| {
+            format!("fingerprint {text:?} does not start with {FINGERPRINT_PREFIX:?}")
+        })?;
+        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(format!(
+                "fingerprint {text:?} is not 64 lowercase hex digits"
+            ));
+        }
+        Ok(Fingerprint(text.to_owned()))
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for Fingerprint {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        Fingerprint::parse(&text)
+    }
+}
+
+impl From<Fingerprint> for String {
+    fn from(fingerprint: Fingerprint) -> String {
+        fingerprint.0
+    }
+}
+
+/// The canonical JSON text of a value (for inspection and tests; hashing streams it instead).
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = Vec::new();
+    let _ = write_canonical(&mut out, value);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// A number rounded as canonical JSON rounds it: to 1e-6, `-0` as `0`.
+pub fn canonical_float(x: f64) -> f64 {
+    let rounded = (x * 1e6).round() / 1e6;
+    if rounded == 0.0 { 0.0 } else { rounded }
+}
+
+/// Bytes gathered before the hasher sees them: blake3 is fast on large slices and slow on the
+/// many tiny writes canonical JSON makes.
+const HASH_BUFFER: usize = 16 * 1024;
+
+struct HashWriter {
+    hasher: blake3::Hasher,
+    buffer: Vec<u8>,
+}
+
+impl HashWriter {
+    fn finish(mut self) -> blake3::Hash {
+        self.hasher.update(&self.buffer);
+        self.hasher.finalize()
+    }
+}
+
+impl Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.buffer.len() + buf.len() > HASH_BUFFER {
+            self.hasher.update(&self.buffer);
+            self.buffer.clear();
+        }
+        if buf.len() >= HASH_BUFFER {
+            self.hasher.update(buf);
+        } else {
+            self.buffer.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes the canonical JSON of `value` to `out`.
+pub fn write_canonical<W: Write>(out: &mut W, value: &Value) -> io::Result<()> {
+    match value {
+        Value::Null => out.write_all(b"null"),
+        Value::Bool(true) => out.write_all(b"true"),
+        Value::Bool(false) => out.write_all(b"false"),
+        Value::Number(number) => write_number(out, number),
+        Value::String(text) => write_string(out, text),
+        Value::Array(items) => {
+            out.write_all(b"[")?;
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                write_canonical(out, item)?;
+            }
+            out.write_all(b"]")
+        }
+        Value::Object(map) => {
+            // serde_json's map is sorted unless a dependency turns on `preserve_order`;
+            // sort only when it is not.
+            let sorted = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a <= b);
+            out.write_all(b"{")?;
+            if sorted {
+                for (i, (key, item)) in map.iter().enumerate() {
+                    write_entry(out, i, key, item)?;
+                }
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (i, (key, item)) in entries.into_iter().enumerate() {
+                    write_entry(out, i, key, item)?;
+                }
+            }
+            out.write_all(b"}")
+        }
+    }
+}
+
+fn write_entry<W: Write>(out: &mut W, i: usize, key: &str, item: &Value) -> io::Result<()> {
+    if i > 0 {
+        out.write_all(b",")?;
+    }
+    write_string(out, key)?;
+    out.write_all(b":")?;
+    write_canonical(out, item)
+}
+
+fn write_string<W: Write>(out: &mut W, text: &str) -> io::Result<()> {
+    serde_json::to_writer(out, text).map_err(io::Error::other)
+}
+
+const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0; // 2^53
+
+fn write_number<W: Write>(out: &mut W, number: &serde_json::Number) -> io::Result<()> {
+    if let Some(n) = number.as_i64() {
+        return write!(out, "{n}");
+    }
+    if let Some(n) = number.as_u64() {
+        return write!(out, "{n}");
+    }
+    let x = canonical_float(number.as_f64().unwrap_or(0.0));
+    if !x.is_finite() {
+        // JSON has no infinities; serde_json never produces them, but stay total.
+        return out.write_all(b"null");
+    }
+    if x.fract() == 0.0 && x.abs() < MAX_EXACT_INTEGER {
+        write!(out, "{}", x as i64)
+    } else {
+        write!(out, "{x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_text() {
+        let value = json!({"b": [1, 2.5, -0.0, 1.0000004, 3.0], "a": {"z": null, "y": "\"q\""}});
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"a":{"y":"\"q\"","z":null},"b":[1,2.5,0,1,3]}"#
+        );
+    }
+
+    #[test]
+    fn fingerprint_form() {
+        let fp = Fingerprint::of_value(&json!({}));
+        assert!(fp.as_str().starts_with("blake3:"));
+        assert_eq!(fp.as_str().len(), 7 + 64);
+        assert_eq!(Fingerprint::parse(fp.as_str()).unwrap(), fp);
+        assert!(Fingerprint::parse("sha256:00").is_err());
+        assert!(Fingerprint::parse("blake3:XYZ").is_err());
+    }
+
+    #[test]
+    fn tolerance_and_integers_agree() {
+        assert_eq!(
+            Fingerprint::of_value(&json!([1.0, 0.1 + 0.2])),
+            Fingerprint::of_value(&json!([1, 0.3]))
+        );
+        assert_ne!(
+            Fingerprint::of_value(&json!(0.3)),
+            Fingerprint::of_value(&json!(0.300002))
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! The tool registry: what a tool is called, what it takes, what it promises.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use vibe_errors::{Determinism, ErrorCode};
+
+use crate::fingerprint::Fingerprint;
+use crate::registry_error::RegistryError;
+use crate::schema_check::{check_strict, check_valid};
+use crate::version::BlenderVersion;
+
+/// The most tools one contract may expose (contract v1's tool surface cap).
+pub const MAX_TOOLS: usize = 35;
+
+/// MCP-style behaviour hints of a tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolHints {
+    /// The tool never changes the scene.
+    pub read_only: bool,
+    /// The tool may destroy data (delete, remove, overwrite).
+    pub destructive: bool,
+}
+
+/// What a tool needs from the session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRequirements {
+    /// Capabilities the contract must grant (`scene.read`, `scene.write`, `transactions`,
+    /// `file.write`, `render`, `code_exec`).
+    #[serde(default)]
+    pub capabilities: BTreeSet<String>,
+    /// The oldest Blender the tool runs on.
+    pub blender_min: BlenderVersion,
+    /// The newest Blender the tool runs on (inclusive); none means no upper bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blender_max: Option<BlenderVersion>,
+}
+
+/// One tool of a registry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// Dotted name, e.g. `object.move`.
+    pub name: String,
+    /// One paragraph for a model: what the tool does and its rules.
+    pub summary: String,
+    /// Strict JSON Schema of the arguments (`additionalProperties: false`).
+    pub inputs: Value,
+    /// JSON Schema of the result.
+    pub outputs: Value,
+    /// The error codes the tool may answer with.
+    pub error_codes: Vec<ErrorCode>,
+    /// Determinism class.
+    pub determinism: Determinism,
+    /// Whether repeating the same call converges to the same scene.
+    pub idempotent: bool,
+    /// Behaviour hints.
+    pub hints: ToolHints,
+    /// Capabilities and Blender range.
+    pub requires: ToolRequirements,
+}
+
+impl ToolSpec {
+    /// Whether the tool changes the scene.
+    pub fn mutates(&self) -> bool {
+        !self.hints.read_only
+    }
+
+    /// The MCP name of the tool: dots become underscores, because several MCP hosts only
+    /// accept `[A-Za-z0-9_-]` in tool names.
+    pub fn mcp_name(&self) -> String {
+        self.name.replace('.', "_")
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToolRegistry {
+    registry: String,
+    version: semver::Version,
+    #[serde(default)]
+    summary: String,
+    /// YAML anchors shared by the entries; expanded on load, not part of the content.
+    #[serde(default)]
+    #[allow(dead_code)]
+    definitions: Option<Value>,
+    tools: Vec<ToolSpec>,
+}
+
+/// A loaded, validated tool registry. Immutable: a change makes a new registry.
+///
+/// Its fingerprint is that of a manifest: the registry's name, version and summary and, in
+/// order, each tool's name with the fingerprint of its full entry. Any change to any value of
+/// any tool changes it, and a subset is fingerprinted without hashing every schema again.
+#[derive(Clone, Debug)]
+pub struct ToolRegistry {
+    /// The registry's name, e.g. `blender-core`.
+    pub registry: String,
+    /// Its semver version.
+    pub version: semver::Version,
+    /// A sentence about it.
+    pub summary: String,
+    tools: Vec<Arc<ToolSpec>>,
+    /// Per tool: the fingerprint of the entry and of its schemas.
+    entry_fingerprints: Vec<(Fingerprint, Fingerprint)>,
+    index: HashMap<String, usize>,
+    fingerprint: Fingerprint,
+}
+
+impl Serialize for ToolRegistry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Content<'a> {
+            registry: &'a str,
+            version: &'a semver::Version,
+            summary: &'a str,
+            tools: &'a [Arc<ToolSpec>],
+        }
+        Content {
+            registry: &self.registry,
+            version: &self.version,
+            summary: &self.summary,
+            tools: &self.tools,
+        }
+        .serialize(serializer)
+    }
+}
+
+fn manifest_fingerprint(
+    registry: &str,
+    version: &semver::Version,
+    summary: &str,
+    tools: &[Arc<ToolSpec>],
+    entry_fingerprints: &[(Fingerprint, Fingerprint)],
+) -> Fingerprint {
+    let entries: Vec<Value> = tools
+        .iter()
+        .zip(entry_fingerprints)
+        .map(|(tool, (entry, _))| serde_json::json!([tool.name, entry]))
+        .collect();
+    Fingerprint::of_value(&serde_json::json!({
+        "registry": registry,
+        "version": version.to_string(),
+        "summary": summary,
+        "tools": entries,
+    }))
+}
+
+impl PartialEq for ToolRegistry {
+    fn eq(&self, other: &Self) -> bool {
+        self.registry == other.registry
+            && self.version == other.version
+            && self.summary == other.summary
+            && self.tools == other.tools
+    }
+}
+
+fn check_tool_name(name: &str) -> Result<(), RegistryError> {
+    let invalid = |why: &str| RegistryError::InvalidName {
+        kind: "tool",
+        name: name.to_owned(),
+        why: why.to_owned(),
+    };
+    if name.len() > 64 {
+        return Err(invalid("longer than 64 characters"));
+    }
+    let parts: Vec<&str> = name.split('.').collect();
+    if parts.len() < 2 {
+        return Err(invalid("must be dotted, like `object.move`"));
+    }
+    for part in parts {
+        let mut chars = part.chars();
+        let starts_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+        if !starts_ok || !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+            return Err(invalid(
+                "each part must be lowercase letters, digits and `_`",
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl ToolRegistry {
+    /// Builds and validates a registry from its parts.
+    pub fn new(
+        registry: impl Into<String>,
+        version: semver::Version,
+        summary: impl Into<String>,
+        tools: Vec<ToolSpec>,
+    ) -> Result<ToolRegistry, RegistryError> {
+        if tools.len() > MAX_TOOLS {
+            return Err(RegistryError::TooManyTools {
+                count: tools.len(),
+                max: MAX_TOOLS,
+            });
+        }
+        let mut index = HashMap::with_capacity(tools.len());
+        let mut mcp_names = BTreeSet::new();
+        for (i, tool) in tools.iter().enumerate() {
+            check_tool_name(&tool.name)?;
+            if index.insert(tool.name.clone(), i).is_some() || !mcp_names.insert(tool.mcp_name()) {
+                return Err(RegistryError::DuplicateName {
+                    kind: "tool",
+                    name: tool.name.clone(),
+                });
+            }
+            check_valid(&tool.name, "inputs", &tool.inputs)?;
+            check_strict(&tool.name, &tool.inputs)?;
+            check_valid(&tool.name, "outputs", &tool.outputs)?;
+            if let Some(code) = tool.error_codes.iter().find(|code| !code.is_known()) {
+                return Err(RegistryError::UnknownErrorCode {
+                    tool: tool.name.clone(),
+                    code: code.to_string(),
+                });
+            }
+            if let Some(max) = tool.requires.blender_max
+                && max < tool.requires.blender_min
+            {
+                return Err(RegistryError::EmptyBlenderRange {
+                    tool: tool.name.clone(),
+                    min: tool.requires.blender_min.to_string(),
+                    max: max.to_string(),
+                });
+            }
+        }
+        let (registry, summary) = (registry.into(), summary.into());
+        let entry_fingerprints: Vec<(Fingerprint, Fingerprint)> = tools
+            .iter()
+            .map(|tool| {
+                let schemas = serde_json::json!({"inputs": tool.inputs, "outputs": tool.outputs});
+                (Fingerprint::of(tool), Fingerprint::of_value(&schemas))
+            })
+            .collect();
+        let tools: Vec<Arc<ToolSpec>> = tools.into_iter().map(Arc::new).collect();
+        let fingerprint =
+            manifest_fingerprint(&registry, &version, &summary, &tools, &entry_fingerprints);
+        Ok(ToolRegistry {
+            registry,
+            version,
+            summary,
+            tools,
+            entry_fingerprints,
+            index,
+            fingerprint,
+        })
+    }
+
+    /// Loads a registry from YAML.
+    pub fn from_yaml_str(text: &str) -> Result<ToolRegistry, RegistryError> {
+        let raw: RawToolRegistry =
+            serde_norway::from_str(text).map_err(|e| RegistryError::from_yaml(&e))?;
+        ToolRegistry::new(raw.registry, raw.version, raw.summary, raw.tools)
+    }
+
+    /// Loads a registry from JSON text.
+    pub fn from_json_str(text: &str) -> Result<ToolRegistry, RegistryError> {
+        let raw: RawToolRegistry =
+            serde_json::from_str(text).map_err(|e| RegistryError::from_json(&e))?;
+        ToolRegistry::new(raw.registry, raw.version, raw.summary, raw.tools)
+    }
+
+    /// The registry as YAML (anchors expanded); loading it again gives the same fingerprint.
+    pub fn to_yaml(&self) -> String {
+        serde_norway::to_string(self).unwrap_or_default()
+    }
+
+    /// The tools, in registry order.
+    pub fn tools(&self) -> &[Arc<ToolSpec>] {
+        &self.tools
+    }
+
+    /// A tool by name.
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.index.get(name).map(|&i| self.tools[i].as_ref())
+    }
+
+    /// The tool names, in registry order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|tool| tool.name.as_str())
+    }
+
+    /// The fingerprint of the registry's content.
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.fingerprint
+    }
+
+    /// The fingerprint of every tool's input and output schemas, by name.
+    pub fn schemas_fingerprint(&self) -> Fingerprint {
+        let schemas: serde_json::Map<String, Value> = self
+            .tools
+            .iter()
+            .zip(&self.entry_fingerprints)
+            .map(|(tool, (_, schemas))| (tool.name.clone(), Value::String(schemas.to_string())))
+            .collect();
+        Fingerprint::of_value(&Value::Object(schemas))
+    }
+
+    /// A new registry with the tools `keep` accepts, in the same order.
+    pub fn subset(&self, keep: impl Fn(&ToolSpec) -> bool) -> ToolRegistry {
+        let (tools, entry_fingerprints): (Vec<Arc<ToolSpec>>, Vec<(Fingerprint, Fingerprint)>) =
+            self.tools
+                .iter()
+                .zip(&self.entry_fingerprints)
+                .filter(|(tool, _)| keep(tool))
+                .map(|(tool, fps)| (Arc::clone(tool), fps.clone()))
+                .unzip();
+        let index = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        let fingerprint = manifest_fingerprint(
+            &self.registry,
+            &self.version,
+            &self.summary,
+            &tools,
+            &entry_fingerprints,
+        );
+        ToolRegistry {
+            registry: self.registry.clone(),
+            version: self.version.clone(),
+            summary: self.summary.clone(),
+            tools,
+            entry_fingerprints,
+            index,
+            fingerprint,
+        }
+    }
+}
