@@ -41,7 +41,7 @@
 //!   agreed contract each have one; a registry ref whose fingerprint does not match is refused.
 //!   A registry's fingerprint covers a manifest of its entries' own fingerprints, so the agreed
 //!   subset of a session is fingerprinted without hashing every schema again.
-//! * **Negotiation is a pure function** ([`negotiate`]): same inputs, same contract. Tools whose
+//! * **Negotiation is a pure function** ([`negotiate()`]): same inputs, same contract. Tools whose
 //!   Blender range or capabilities do not fit are *excluded* (recorded in the contract; a call
 //!   answers `unsupported_blender_version` or `capability_missing`) rather than failing the whole
 //!   session; limits are only ever tightened. See the [`negotiate`](mod@negotiate) module for the
