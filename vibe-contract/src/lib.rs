@@ -54,7 +54,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.0.0 = blake3:e9e96e66ac69ba12461eec22e6418fd5057a9f20da7e33c613a2f44e51f2b293`
+//! `blender-core 1.0.0 = blake3:a61aea025859d10bdf52bf259821971369ebde85775ceda2582a07bf9acdc64d`
 //!
 //! ## Performance
 //!

@@ -1,4 +1,78 @@
 //! # vibe-transport: reaching Blender
 //!
-//! The `Transport` trait, wire protocol v1 and its backends (in-memory mock Blender, TCP, stdio
-//! child process), and the Python kernel that runs inside Blender, land here.
+//! Everything the bridge does reaches Blender through one small trait, [`Transport`]: a call
+//! (id, tool, params, deadline) is answered exactly once, with an error model v1 envelope or a
+//! [`TransportError`]. Backends sit behind additive features:
+//!
+//! | feature | backend | for |
+//! |---|---|---|
+//! | `mock` | [`MockTransport`] over [`MockBlender`] | tests, benches, the quickstart: an in-memory Blender with the live kernel's semantics, seeded fault injection, no I/O |
+//! | `tcp` | [`TcpTransport`] | a kernel listening on loopback: the GUI add-on, `blender -b`, the bpy module |
+//! | `stdio` | [`StdioTransport`] | a child Blender (or bpy Python) started by the bridge |
+//!
+//! ```
+//! # tokio_test_block_on(async {
+//! use vibe_transport::{Call, MockBlender, MockTransport, Transport};
+//! use std::time::Duration;
+//!
+//! let transport = MockTransport::new(MockBlender::new());
+//! let id = transport.next_id();
+//! let answer = transport
+//!     .call(Call::new(id, "object.info", serde_json::json!({"name": "Cube"}), Duration::from_secs(1)))
+//!     .await
+//!     .unwrap();
+//! assert_eq!(answer.result().unwrap()["type"], "MESH");
+//! # });
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
+//! # }
+//! ```
+//!
+//! ## Wire protocol v1
+//!
+//! NDJSON frames (one compact JSON object per line) with a maximum frame size enforced while
+//! reading ([`LineCodec`]); the kernel speaks first with a hello; over TCP a token is proven
+//! before any call; requests carry ids and may be pipelined; answers are matched by id;
+//! cancellation is by id. A peer that is not a vibe kernel (silent, or speaking another
+//! framing) is reported as [`TransportError::NotAVibeKernel`] within the handshake deadline.
+//! The full specification, with examples for a kernel implementer, is `PROTOCOL.md` beside this
+//! crate.
+//!
+//! ## Guarantees
+//!
+//! * No call waits past its deadline; a call in flight when a connection drops fails as E0 and
+//!   says it may or may not have run; it is never resent.
+//! * A malformed or oversized frame halts the session ([`TransportError::halts_session`]).
+//! * `scene.snapshot` results are sealed on the bridge side ([`snapshot::seal`]): every backend's
+//!   fingerprints come from the same code.
+
+mod codec;
+mod connection;
+mod error;
+mod frame;
+mod rng;
+pub mod snapshot;
+mod transport;
+
+#[cfg(feature = "mock")]
+pub mod mock;
+#[cfg(feature = "mock")]
+pub mod serve;
+#[cfg(feature = "stdio")]
+mod stdio;
+#[cfg(feature = "tcp")]
+mod tcp;
+
+pub use codec::{CodecError, DEFAULT_MAX_FRAME_BYTES, LineCodec};
+pub use connection::{Connection, HandshakeOptions};
+pub use error::TransportError;
+pub use frame::{Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig};
+pub use rng::SplitMix64;
+pub use transport::{Call, Transport};
+
+#[cfg(feature = "mock")]
+pub use mock::{Fault, FaultPlan, MockBlender, MockTransport};
+#[cfg(feature = "stdio")]
+pub use stdio::{STDERR_LINES, StdioOptions, StdioTransport};
+#[cfg(feature = "tcp")]
+pub use tcp::{DEFAULT_PORT, TcpOptions, TcpTransport};

@@ -1,0 +1,530 @@
+//! The client side of wire protocol v1 over any byte stream: handshake, id-matched dispatch,
+//! deadlines, cancellation and a concurrency bound. TCP and stdio wrap it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_util::codec::FramedRead;
+use vibe_errors::Envelope;
+
+use crate::codec::{CodecError, LineCodec};
+use crate::error::TransportError;
+use crate::frame::{Frame, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig};
+use crate::snapshot::{SNAPSHOT_TOOL, seal};
+use crate::transport::Call;
+
+/// How the handshake goes.
+#[derive(Clone, Debug)]
+pub struct HandshakeOptions {
+    /// How long to wait for the hello (and the auth answer).
+    pub deadline: Duration,
+    /// The token to prove, when the kernel asks for one.
+    pub token: Option<String>,
+    /// Whether lines before the hello that are not frames are console output (stdio, where
+    /// Blender prints a banner) rather than proof that the peer is not a vibe kernel (TCP).
+    pub skip_noise: bool,
+    /// The most noise lines kept before the hello; more is an error.
+    pub max_noise_lines: usize,
+    /// The largest frame accepted, in bytes.
+    pub max_frame_bytes: usize,
+    /// How many calls may be in flight at once.
+    pub max_concurrent_calls: usize,
+}
+
+impl Default for HandshakeOptions {
+    fn default() -> Self {
+        HandshakeOptions {
+            deadline: Duration::from_secs(5),
+            token: None,
+            skip_noise: false,
+            max_noise_lines: 10_000,
+            max_frame_bytes: crate::codec::DEFAULT_MAX_FRAME_BYTES,
+            max_concurrent_calls: 8,
+        }
+    }
+}
+
+type Waiter = oneshot::Sender<Result<Envelope, TransportError>>;
+
+struct Shared {
+    pending: Mutex<HashMap<u64, Waiter>>,
+    /// Set once the connection ends; every later call fails with it.
+    closed: Mutex<Option<TransportError>>,
+    /// The highest id ever sent: a result for a larger id is a protocol violation.
+    highest_sent: AtomicU64,
+}
+
+impl Shared {
+    fn fail_all(&self, error: TransportError) {
+        let mut closed = self.closed.lock().unwrap_or_else(|e| e.into_inner());
+        if closed.is_none() {
+            *closed = Some(error.clone());
+        }
+        drop(closed);
+        let waiters: Vec<Waiter> = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.drain().map(|(_, w)| w).collect()
+        };
+        for waiter in waiters {
+            let _ = waiter.send(Err(error.clone()));
+        }
+    }
+
+    fn closed_error(&self) -> Option<TransportError> {
+        self.closed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// A live protocol connection: the dispatcher task reads answers, a writer task sends frames.
+pub struct Connection {
+    hello: Hello,
+    shared: Arc<Shared>,
+    outgoing: mpsc::Sender<Outgoing>,
+    permits: Arc<Semaphore>,
+    console: Arc<Mutex<Vec<String>>>,
+}
+
+/// What the writer task is asked to do.
+enum Outgoing {
+    /// Write one frame line.
+    Line(Vec<u8>),
+    /// Write `bye`, then close the write side (stdin of a child, the TCP write half).
+    Close,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("hello", &self.hello)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the session's peer is not a vibe kernel, from its first line.
+fn not_a_kernel(line: &[u8]) -> TransportError {
+    let preview: String = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+    TransportError::NotAVibeKernel(format!(
+        "its first line is not a vibe hello frame: {preview:?}"
+    ))
+}
+
+impl Connection {
+    /// Runs the handshake over `reader` / `writer` and starts the connection's tasks.
+    pub async fn establish<R, W>(
+        reader: R,
+        writer: W,
+        options: HandshakeOptions,
+    ) -> Result<Connection, TransportError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut frames =
+            FramedRead::with_capacity(reader, LineCodec::new(options.max_frame_bytes), 64 * 1024);
+        let mut writer = BufWriter::new(writer);
+        let console = Arc::new(Mutex::new(Vec::new()));
+        let handshake = async {
+            let hello = loop {
+                let line = match frames.next().await {
+                    Some(Ok(line)) => line,
+                    Some(Err(CodecError::FrameTooLarge { max })) => {
+                        return Err(TransportError::NotAVibeKernel(format!(
+                            "its first line exceeds {max} bytes"
+                        )));
+                    }
+                    Some(Err(CodecError::Io(e))) => {
+                        return Err(TransportError::Connect(e.to_string()));
+                    }
+                    None => {
+                        return Err(TransportError::NotAVibeKernel(
+                            "the peer closed the connection without a hello".into(),
+                        ));
+                    }
+                };
+                match Frame::parse(&line) {
+                    Ok(Frame::Hello(hello)) => break hello,
+                    Ok(_) => return Err(not_a_kernel(&line)),
+                    Err(_) if options.skip_noise => {
+                        let mut console = console.lock().unwrap_or_else(|e| e.into_inner());
+                        if console.len() >= options.max_noise_lines {
+                            return Err(TransportError::NotAVibeKernel(format!(
+                                "more than {} lines of output before a hello",
+                                options.max_noise_lines
+                            )));
+                        }
+                        console.push(String::from_utf8_lossy(&line).into_owned());
+                    }
+                    Err(_) => return Err(not_a_kernel(&line)),
+                }
+            };
+            if hello.kernel != KERNEL_NAME {
+                return Err(TransportError::NotAVibeKernel(format!(
+                    "hello names kernel {:?}",
+                    hello.kernel
+                )));
+            }
+            if hello.protocol != PROTOCOL_VERSION {
+                return Err(TransportError::ProtocolVersion {
+                    expected: PROTOCOL_VERSION,
+                    found: hello.protocol,
+                });
+            }
+            if hello.auth_required {
+                let token = options.token.clone().ok_or_else(|| {
+                    TransportError::Auth("the kernel requires a token and none was given".into())
+                })?;
+                write_frame(&mut writer, &Frame::Auth { token }).await?;
+                match frames.next().await {
+                    Some(Ok(line)) => match Frame::parse(&line) {
+                        Ok(Frame::AuthOk) => {}
+                        Ok(Frame::Error { error }) => {
+                            return Err(TransportError::Auth(error.message));
+                        }
+                        _ => {
+                            return Err(TransportError::Protocol(
+                                "expected auth_ok after auth".into(),
+                            ));
+                        }
+                    },
+                    _ => {
+                        return Err(TransportError::Auth(
+                            "the kernel closed the connection after auth".into(),
+                        ));
+                    }
+                }
+            }
+            Ok(*hello)
+        };
+        let hello = match tokio::time::timeout(options.deadline, handshake).await {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(TransportError::NotAVibeKernel(format!(
+                    "no hello within {:?}: the peer stays silent, as a non-vibe listener does",
+                    options.deadline
+                )));
+            }
+        };
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            closed: Mutex::new(None),
+            highest_sent: AtomicU64::new(0),
+        });
+        let (outgoing, receiver) = mpsc::channel(1024);
+        tokio::spawn(write_loop(writer, receiver, Arc::clone(&shared)));
+        tokio::spawn(read_loop(frames, Arc::clone(&shared)));
+        Ok(Connection {
+            hello,
+            shared,
+            outgoing,
+            permits: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
+            console,
+        })
+    }
+
+    /// The kernel's hello.
+    pub fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    /// Console lines seen before the hello.
+    pub fn console(&self) -> Vec<String> {
+        self.console
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Why the connection ended, if it has.
+    pub fn closed(&self) -> Option<TransportError> {
+        self.shared.closed_error()
+    }
+
+    /// Fails every call in flight and ends the connection (used when a child process dies).
+    pub fn fail(&self, error: TransportError) {
+        self.shared.fail_all(error);
+    }
+
+    /// Sends `configure` (as request `id`) and waits for its answer.
+    pub async fn configure(
+        &self,
+        id: u64,
+        session: &SessionConfig,
+        deadline: Duration,
+    ) -> Result<Envelope, TransportError> {
+        let frame = Frame::Configure {
+            id,
+            session: Box::new(session.clone()),
+        };
+        self.request(id, frame, deadline).await
+    }
+
+    /// Sends a call and waits for its answer, within its deadline. A `scene.snapshot` result
+    /// is sealed (fingerprints and indices) here, so every backend hashes the same way.
+    pub async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
+        let deadline_ms = call.deadline.as_millis().min(u128::from(u64::MAX)) as u64;
+        let id = call.id;
+        let snapshot = call.tool == SNAPSHOT_TOOL;
+        let frame = Frame::Call {
+            id,
+            tool: call.tool,
+            params: call.params,
+            deadline_ms,
+        };
+        let envelope = self.request(id, frame, call.deadline).await?;
+        Ok(match envelope {
+            Envelope::Ok(mut result) if snapshot => {
+                seal(&mut result);
+                Envelope::Ok(result)
+            }
+            other => other,
+        })
+    }
+
+    async fn request(
+        &self,
+        id: u64,
+        frame: Frame,
+        deadline: Duration,
+    ) -> Result<Envelope, TransportError> {
+        if let Some(error) = self.closed() {
+            return Err(error);
+        }
+        let start = tokio::time::Instant::now();
+        let permit =
+            match tokio::time::timeout(deadline, Arc::clone(&self.permits).acquire_owned()).await {
+                Ok(Ok(permit)) => permit,
+                Ok(Err(_)) => {
+                    return Err(TransportError::Closed(
+                        "the connection is shutting down".into(),
+                    ));
+                }
+                Err(_) => return Err(TransportError::Deadline(deadline)),
+            };
+        let (sender, receiver) = oneshot::channel();
+        {
+            let mut pending = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if pending.contains_key(&id) {
+                return Err(TransportError::DuplicateId(id));
+            }
+            pending.insert(id, sender);
+        }
+        self.shared.highest_sent.fetch_max(id, Ordering::Relaxed);
+        // Cancel safety: if this future is dropped from here on, the guard removes the waiter
+        // and tells the kernel to stop.
+        let mut guard = InFlight {
+            id,
+            connection: self,
+            armed: true,
+        };
+        if self
+            .outgoing
+            .send(Outgoing::Line(frame.to_line()))
+            .await
+            .is_err()
+        {
+            guard.armed = false;
+            self.forget(id);
+            return Err(self
+                .closed()
+                .unwrap_or_else(|| TransportError::Closed("writer stopped".into())));
+        }
+        let remaining = deadline.saturating_sub(start.elapsed());
+        let answer = tokio::time::timeout(remaining, receiver).await;
+        drop(permit);
+        match answer {
+            Ok(Ok(result)) => {
+                guard.armed = false;
+                result
+            }
+            Ok(Err(_)) => {
+                guard.armed = false;
+                Err(self
+                    .closed()
+                    .unwrap_or_else(|| TransportError::ConnectionLost("waiter dropped".into())))
+            }
+            // Leave the guard armed: it forgets the id and sends the cancel.
+            Err(_) => Err(TransportError::Deadline(deadline)),
+        }
+    }
+
+    fn forget(&self, id: u64) {
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+
+    /// Best-effort cancel of call `id`: its waiter is failed now, and the kernel is told.
+    pub fn cancel(&self, id: u64) {
+        let waiter = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(Err(TransportError::Deadline(Duration::ZERO)));
+        }
+        let _ = self
+            .outgoing
+            .try_send(Outgoing::Line(Frame::Cancel { id }.to_line()));
+    }
+
+    /// Sends `bye`, closes the write side and stops accepting calls.
+    pub async fn close(&self) {
+        let _ = self.outgoing.send(Outgoing::Close).await;
+        self.permits.close();
+        self.shared
+            .fail_all(TransportError::Closed("closed by the bridge".into()));
+    }
+}
+
+struct InFlight<'a> {
+    id: u64,
+    connection: &'a Connection,
+    armed: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.connection.cancel(self.id);
+        }
+    }
+}
+
+async fn write_frame<W: AsyncWrite + Unpin>(
+    writer: &mut BufWriter<W>,
+    frame: &Frame,
+) -> Result<(), TransportError> {
+    writer
+        .write_all(&frame.to_line())
+        .await
+        .map_err(|e| TransportError::ConnectionLost(e.to_string()))?;
+    writer
+        .flush()
+        .await
+        .map_err(|e| TransportError::ConnectionLost(e.to_string()))
+}
+
+/// Writes queued frames, coalescing whatever is ready into one flush.
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut writer: BufWriter<W>,
+    mut receiver: mpsc::Receiver<Outgoing>,
+    shared: Arc<Shared>,
+) {
+    let mut closing = false;
+    while let Some(first) = receiver.recv().await {
+        let mut next = Some(first);
+        let mut result = Ok(());
+        while let Some(item) = next.take() {
+            match item {
+                Outgoing::Line(line) => result = writer.write_all(&line).await,
+                Outgoing::Close => {
+                    result = writer.write_all(&Frame::Bye.to_line()).await;
+                    closing = true;
+                }
+            }
+            if result.is_err() || closing {
+                break;
+            }
+            next = receiver.try_recv().ok();
+        }
+        if result.is_ok() {
+            result = writer.flush().await;
+        }
+        if let Err(e) = result {
+            shared.fail_all(TransportError::ConnectionLost(e.to_string()));
+            return;
+        }
+        if closing {
+            break;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+/// Reads answers and hands each to its waiter; any protocol violation halts the connection.
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut frames: FramedRead<R, LineCodec>,
+    shared: Arc<Shared>,
+) {
+    loop {
+        let line = match frames.next().await {
+            Some(Ok(line)) => line,
+            Some(Err(CodecError::FrameTooLarge { max })) => {
+                shared.fail_all(TransportError::Protocol(format!(
+                    "the kernel sent a frame over {max} bytes"
+                )));
+                return;
+            }
+            Some(Err(CodecError::Io(e))) => {
+                shared.fail_all(TransportError::ConnectionLost(e.to_string()));
+                return;
+            }
+            None => {
+                shared.fail_all(TransportError::ConnectionLost(
+                    "the kernel closed the connection".into(),
+                ));
+                return;
+            }
+        };
+        match Frame::parse(&line) {
+            Ok(Frame::Result { id, envelope }) => {
+                let waiter = shared
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send(Ok(envelope));
+                    }
+                    // A late answer to a call that timed out or was cancelled.
+                    None if id <= shared.highest_sent.load(Ordering::Relaxed) => {
+                        tracing::debug!(id, "discarding a late answer");
+                    }
+                    None => {
+                        shared.fail_all(TransportError::Protocol(format!(
+                            "answer for id {id}, which was never sent"
+                        )));
+                        return;
+                    }
+                }
+            }
+            Ok(Frame::Error { error }) => {
+                shared.fail_all(TransportError::Protocol(format!(
+                    "the kernel reported: {}",
+                    error.message
+                )));
+                return;
+            }
+            Ok(other) => {
+                let kind = other.kind();
+                shared.fail_all(TransportError::Protocol(format!(
+                    "unexpected `{kind}` frame from the kernel"
+                )));
+                return;
+            }
+            Err(e) => {
+                shared.fail_all(TransportError::Protocol(format!(
+                    "malformed frame from the kernel: {e}"
+                )));
+                return;
+            }
+        }
+    }
+}

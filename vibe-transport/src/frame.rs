@@ -1,0 +1,344 @@
+//! The frames of wire protocol v1 (see `PROTOCOL.md`).
+//!
+//! A frame is one compact JSON object on one line. On the wire every frame is a flat object with
+//! a `type` and the fields of that type; [`Frame::parse`] reads that flat shape in one pass
+//! (no buffering of an internally tagged enum) and checks that the fields a type needs are there.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use vibe_contract::{BlenderProfile, SanityLimits};
+use vibe_errors::{Envelope, ErrorBody};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The kernel's name in its hello.
+pub const KERNEL_NAME: &str = "vibe-kernel";
+
+/// The first frame a kernel sends: who it is and what it needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Protocol version (1).
+    pub protocol: u32,
+    /// Always `vibe-kernel`.
+    pub kernel: String,
+    /// The kernel's own version.
+    pub kernel_version: String,
+    /// The Blender it runs in.
+    pub blender: BlenderProfile,
+    /// Whether an `auth` frame must come before anything else.
+    pub auth_required: bool,
+    /// The largest frame the kernel accepts or sends, in bytes.
+    pub max_frame_bytes: u64,
+}
+
+/// Per-session settings the bridge sends after the handshake (`configure`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionConfig {
+    /// The contract's session id.
+    pub session_id: String,
+    /// The granted capabilities; the kernel refuses tools that need others.
+    pub capabilities: BTreeSet<String>,
+    /// Sanity limits, enforced again on the kernel side.
+    pub sanity: SanityLimits,
+    /// The sandbox folder for file.save and render.still (absolute, canonical), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The deadline of one call, in milliseconds, when a call frame gives none.
+    pub time_per_tool_ms: u64,
+}
+
+/// One frame of wire protocol v1.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Frame {
+    /// Kernel -> bridge, first: identity and needs.
+    Hello(Box<Hello>),
+    /// Bridge -> kernel: the token, when the hello asks for one.
+    Auth {
+        /// The shared secret.
+        token: String,
+    },
+    /// Kernel -> bridge: the token was right.
+    AuthOk,
+    /// Bridge -> kernel: per-session settings; answered by a `result` with the same id.
+    Configure {
+        /// Request id.
+        id: u64,
+        /// The settings.
+        session: Box<SessionConfig>,
+    },
+    /// Bridge -> kernel: run a tool.
+    Call {
+        /// Request id, unique among calls in flight.
+        id: u64,
+        /// Registry tool name.
+        tool: String,
+        /// Arguments (a JSON object).
+        params: Value,
+        /// Milliseconds the kernel has, from receipt.
+        deadline_ms: u64,
+    },
+    /// Bridge -> kernel: stop call `id` as soon as feasible.
+    Cancel {
+        /// The call to cancel.
+        id: u64,
+    },
+    /// Kernel -> bridge: the one answer to request `id`.
+    Result {
+        /// The request id.
+        id: u64,
+        /// The answer.
+        envelope: Envelope,
+    },
+    /// Either way: a protocol error; the sender closes the connection after it.
+    Error {
+        /// What went wrong.
+        error: ErrorBody,
+    },
+    /// Bridge -> kernel: the session ends; the kernel closes the connection.
+    Bye,
+}
+
+/// The flat wire shape of every frame.
+#[derive(Default, Serialize, Deserialize)]
+struct WireFrame {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    params: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deadline_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    envelope: Option<Envelope>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    session: Option<SessionConfig>,
+    // Hello fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    protocol: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kernel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kernel_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    blender: Option<BlenderProfile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    auth_required: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_frame_bytes: Option<u64>,
+}
+
+/// A line that is not a valid frame.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The bytes are not UTF-8.
+    #[error("frame is not valid UTF-8")]
+    NotUtf8,
+    /// The line is not JSON, or not a JSON object.
+    #[error("frame is not a JSON object: {0}")]
+    NotAnObject(String),
+    /// The object has no known `type`, or lacks a field its type needs.
+    #[error("invalid frame: {0}")]
+    Invalid(String),
+}
+
+fn need<T>(value: Option<T>, kind: &str, field: &str) -> Result<T, FrameError> {
+    value.ok_or_else(|| FrameError::Invalid(format!("`{kind}` frame without `{field}`")))
+}
+
+impl Frame {
+    /// Parses one line (without its newline).
+    pub fn parse(line: &[u8]) -> Result<Frame, FrameError> {
+        if std::str::from_utf8(line).is_err() {
+            return Err(FrameError::NotUtf8);
+        }
+        let first = line.iter().find(|b| !b.is_ascii_whitespace());
+        if first != Some(&b'{') {
+            return Err(FrameError::NotAnObject("expected `{`".into()));
+        }
+        let wire: WireFrame = serde_json::from_slice(line).map_err(|e| {
+            if e.is_data() {
+                FrameError::Invalid(e.to_string())
+            } else {
+                FrameError::NotAnObject(e.to_string())
+            }
+        })?;
+        let kind = wire.kind.as_str();
+        Ok(match kind {
+            "hello" => Frame::Hello(Box::new(Hello {
+                protocol: need(wire.protocol, kind, "protocol")?,
+                kernel: need(wire.kernel, kind, "kernel")?,
+                kernel_version: need(wire.kernel_version, kind, "kernel_version")?,
+                blender: need(wire.blender, kind, "blender")?,
+                auth_required: need(wire.auth_required, kind, "auth_required")?,
+                max_frame_bytes: need(wire.max_frame_bytes, kind, "max_frame_bytes")?,
+            })),
+            "auth" => Frame::Auth {
+                token: need(wire.token, kind, "token")?,
+            },
+            "auth_ok" => Frame::AuthOk,
+            "configure" => Frame::Configure {
+                id: need(wire.id, kind, "id")?,
+                session: Box::new(need(wire.session, kind, "session")?),
+            },
+            "call" => {
+                let params = wire
+                    .params
+                    .unwrap_or_else(|| Value::Object(Default::default()));
+                if !params.is_object() {
+                    return Err(FrameError::Invalid(
+                        "`call` params must be an object".into(),
+                    ));
+                }
+                Frame::Call {
+                    id: need(wire.id, kind, "id")?,
+                    tool: need(wire.tool, kind, "tool")?,
+                    params,
+                    deadline_ms: need(wire.deadline_ms, kind, "deadline_ms")?,
+                }
+            }
+            "cancel" => Frame::Cancel {
+                id: need(wire.id, kind, "id")?,
+            },
+            "result" => Frame::Result {
+                id: need(wire.id, kind, "id")?,
+                envelope: need(wire.envelope, kind, "envelope")?,
+            },
+            "error" => Frame::Error {
+                error: need(wire.error, kind, "error")?,
+            },
+            "bye" => Frame::Bye,
+            other => return Err(FrameError::Invalid(format!("unknown frame type {other:?}"))),
+        })
+    }
+
+    /// The frame's `type` on the wire.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Frame::Hello(_) => "hello",
+            Frame::Auth { .. } => "auth",
+            Frame::AuthOk => "auth_ok",
+            Frame::Configure { .. } => "configure",
+            Frame::Call { .. } => "call",
+            Frame::Cancel { .. } => "cancel",
+            Frame::Result { .. } => "result",
+            Frame::Error { .. } => "error",
+            Frame::Bye => "bye",
+        }
+    }
+
+    /// The frame as one line of compact JSON, with its newline.
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut wire = WireFrame::default();
+        let kind = match self {
+            Frame::Hello(hello) => {
+                let hello = hello.as_ref().clone();
+                wire.protocol = Some(hello.protocol);
+                wire.kernel = Some(hello.kernel);
+                wire.kernel_version = Some(hello.kernel_version);
+                wire.blender = Some(hello.blender);
+                wire.auth_required = Some(hello.auth_required);
+                wire.max_frame_bytes = Some(hello.max_frame_bytes);
+                "hello"
+            }
+            Frame::Auth { token } => {
+                wire.token = Some(token.clone());
+                "auth"
+            }
+            Frame::AuthOk => "auth_ok",
+            Frame::Configure { id, session } => {
+                wire.id = Some(*id);
+                wire.session = Some(session.as_ref().clone());
+                "configure"
+            }
+            Frame::Call {
+                id,
+                tool,
+                params,
+                deadline_ms,
+            } => {
+                wire.id = Some(*id);
+                wire.tool = Some(tool.clone());
+                wire.params = Some(params.clone());
+                wire.deadline_ms = Some(*deadline_ms);
+                "call"
+            }
+            Frame::Cancel { id } => {
+                wire.id = Some(*id);
+                "cancel"
+            }
+            Frame::Result { id, envelope } => {
+                wire.id = Some(*id);
+                wire.envelope = Some(envelope.clone());
+                "result"
+            }
+            Frame::Error { error } => {
+                wire.error = Some(error.clone());
+                "error"
+            }
+            Frame::Bye => "bye",
+        };
+        wire.kind = kind.to_owned();
+        // A WireFrame holds only strings, numbers and JSON values: serializing cannot fail.
+        let mut line = serde_json::to_vec(&wire).unwrap_or_default();
+        line.push(b'\n');
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn call_round_trip() {
+        let frame = Frame::Call {
+            id: 7,
+            tool: "object.move".into(),
+            params: json!({"name": "Cube"}),
+            deadline_ms: 100,
+        };
+        let line = frame.to_line();
+        assert_eq!(
+            std::str::from_utf8(&line).unwrap(),
+            "{\"type\":\"call\",\"id\":7,\"tool\":\"object.move\",\"params\":{\"name\":\"Cube\"},\"deadline_ms\":100}\n"
+        );
+        assert_eq!(Frame::parse(&line[..line.len() - 1]).unwrap(), frame);
+    }
+
+    #[test]
+    fn bad_frames() {
+        assert_eq!(Frame::parse(&[0xff, 0xfe]), Err(FrameError::NotUtf8));
+        assert!(matches!(
+            Frame::parse(b"[1,2]"),
+            Err(FrameError::NotAnObject(_))
+        ));
+        assert!(matches!(
+            Frame::parse(b"{\"type\":\"nope\"}"),
+            Err(FrameError::Invalid(_))
+        ));
+        assert!(matches!(
+            Frame::parse(b"{\"type\":\"call\",\"id\":1}"),
+            Err(FrameError::Invalid(_))
+        ));
+        assert!(matches!(
+            Frame::parse(b"{\"id\":1}"),
+            Err(FrameError::Invalid(_))
+        ));
+        assert!(matches!(
+            Frame::parse(b"{\"type\":"),
+            Err(FrameError::NotAnObject(_))
+        ));
+    }
+}

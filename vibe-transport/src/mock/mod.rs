@@ -1,0 +1,241 @@
+//! MockBlender: an in-memory Blender that implements blender-core v1 with the live kernel's
+//! semantics, for tests, benches and the quickstart. No I/O.
+//!
+//! It starts from Blender's factory scene (Cube with "Material", Camera, Light in
+//! "Collection"), applies Blender's rules (unique names like `Cube.001` on rename, 32-bit float
+//! transforms, default modifier parameters), keeps a console error ring, a busy state, one
+//! transaction at a time, and the session's record of objects the agent created. Faults are
+//! injected by a seeded [`FaultPlan`].
+//!
+//! It cannot run Python: its hello offers no `code_exec` unless an embedder plugs in a
+//! [`CodeHandler`], and it offers neither `file.write` nor `render` (it has no .blend writer and
+//! no renderer), so negotiation excludes those tools honestly.
+
+mod faults;
+mod scene;
+mod tools;
+mod transport;
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use serde_json::Value;
+use vibe_contract::{BlenderProfile, BlenderVersion, SanityLimits};
+use vibe_errors::Envelope;
+
+pub use faults::{Fault, FaultPlan};
+pub use scene::{
+    Collection, MASTER_COLLECTION, MAX_NAME_BYTES, Material, MeshCounts, Modifier, Object,
+    ObjectData, ObjectType, Principled, Scene, primitive_counts,
+};
+pub use transport::MockTransport;
+
+use crate::frame::{Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig};
+
+/// How many console entries the error ring keeps.
+pub const CONSOLE_CAPACITY: usize = 200;
+
+/// Runs agent code for `python.exec`: returns captured stdout, or the raw error text.
+pub type CodeHandler = Box<dyn FnMut(&str, &mut Scene) -> Result<String, String> + Send>;
+
+/// One console entry, as `blender.errors` returns it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConsoleEntry {
+    /// Sequence number, from 1.
+    pub seq: u64,
+    /// Where it came from (the tool name).
+    pub source: String,
+    /// The sanitized message.
+    pub message: String,
+}
+
+/// What the mock did with one call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The answer, unless the fault swallowed it (a hang).
+    pub envelope: Option<Envelope>,
+    /// A fault for the wire layer to apply to the answer (hang, drop, malformed, slow drip).
+    pub wire_fault: Option<Fault>,
+}
+
+struct Transaction {
+    id: String,
+    scene: Scene,
+    created: BTreeSet<u64>,
+}
+
+/// The in-memory Blender.
+pub struct MockBlender {
+    scene: Scene,
+    version: BlenderVersion,
+    background: bool,
+    busy: bool,
+    transaction: Option<Transaction>,
+    transactions_started: u64,
+    console: VecDeque<ConsoleEntry>,
+    console_seq: u64,
+    console_dropped: u64,
+    session: SessionConfig,
+    /// Objects the agent created this session, by uid.
+    created: BTreeSet<u64>,
+    /// The last name the session saw for each uid, to tell identity drift from a typo.
+    seen: HashMap<String, u64>,
+    faults: FaultPlan,
+    calls: u64,
+    code: Option<CodeHandler>,
+}
+
+impl std::fmt::Debug for MockBlender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockBlender")
+            .field("version", &self.version)
+            .field("objects", &self.scene.objects.len())
+            .field("calls", &self.calls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for MockBlender {
+    fn default() -> Self {
+        MockBlender::new()
+    }
+}
+
+/// The features MockBlender offers in its hello.
+pub const MOCK_FEATURES: [&str; 3] = ["scene.read", "scene.write", "transactions"];
+
+impl MockBlender {
+    /// Blender 5.0.1, headless, with the factory scene.
+    pub fn new() -> MockBlender {
+        MockBlender {
+            scene: Scene::default_startup(),
+            version: BlenderVersion::new(5, 0, 1),
+            background: true,
+            busy: false,
+            transaction: None,
+            transactions_started: 0,
+            console: VecDeque::new(),
+            console_seq: 0,
+            console_dropped: 0,
+            session: SessionConfig {
+                session_id: "unconfigured".into(),
+                capabilities: MOCK_FEATURES.iter().map(|s| s.to_string()).collect(),
+                sanity: SanityLimits::default(),
+                sandbox: None,
+                time_per_tool_ms: 15_000,
+            },
+            created: BTreeSet::new(),
+            seen: HashMap::new(),
+            faults: FaultPlan::none(),
+            calls: 0,
+            code: None,
+        }
+    }
+
+    /// Reports another Blender version (to mirror a live target in conformance runs).
+    pub fn with_version(mut self, version: BlenderVersion) -> MockBlender {
+        self.version = version;
+        self
+    }
+
+    /// Injects faults.
+    pub fn with_faults(mut self, faults: FaultPlan) -> MockBlender {
+        self.faults = faults;
+        self
+    }
+
+    /// Plugs in a handler for `python.exec`; the hello then offers `code_exec`.
+    pub fn with_code_handler(mut self, handler: CodeHandler) -> MockBlender {
+        self.code = Some(handler);
+        self
+    }
+
+    /// The scene, for inspection.
+    pub fn scene(&self) -> &Scene {
+        &self.scene
+    }
+
+    /// The scene, for set-up by tests (not through the agent's tools).
+    pub fn scene_mut(&mut self) -> &mut Scene {
+        &mut self.scene
+    }
+
+    /// Enters or leaves the busy state Blender is in while it loads or saves a file.
+    pub fn set_busy(&mut self, busy: bool) {
+        self.busy = busy;
+    }
+
+    /// How many calls the mock has received.
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// The kernel's hello.
+    pub fn hello(&self) -> Hello {
+        let mut features: BTreeSet<String> = MOCK_FEATURES.iter().map(|s| s.to_string()).collect();
+        if self.code.is_some() {
+            features.insert("code_exec".into());
+        }
+        Hello {
+            protocol: PROTOCOL_VERSION,
+            kernel: KERNEL_NAME.into(),
+            kernel_version: concat!("mock-", env!("CARGO_PKG_VERSION")).into(),
+            blender: BlenderProfile {
+                version: self.version,
+                build_hash: Some("mock".into()),
+                platform: std::env::consts::OS.into(),
+                background: self.background,
+                features,
+            },
+            auth_required: false,
+            max_frame_bytes: crate::codec::DEFAULT_MAX_FRAME_BYTES as u64,
+        }
+    }
+
+    /// Applies per-session settings. A new session id forgets what the agent created.
+    pub fn configure(&mut self, session: &SessionConfig) -> Envelope {
+        if session.session_id != self.session.session_id {
+            self.created.clear();
+            self.seen.clear();
+        }
+        let offered = self.hello().blender.features;
+        self.session = session.clone();
+        self.session.capabilities.retain(|c| offered.contains(c));
+        Envelope::ok(serde_json::json!({
+            "session_id": session.session_id,
+            "capabilities": self.session.capabilities,
+        }))
+    }
+
+    /// Receives one call: counts it, applies its fault, runs the tool.
+    pub fn handle(&mut self, tool: &str, params: &Value) -> Outcome {
+        self.calls += 1;
+        let fault = self.faults.take(self.calls);
+        match fault {
+            Some(Fault::Hang) => Outcome {
+                envelope: None,
+                wire_fault: Some(Fault::Hang),
+            },
+            Some(Fault::Rename { from, to }) => {
+                if self.scene.objects.contains_key(&from) && !self.scene.objects.contains_key(&to) {
+                    self.scene.rename_object(&from, &to);
+                }
+                Outcome {
+                    envelope: Some(self.execute(tool, params)),
+                    wire_fault: None,
+                }
+            }
+            Some(Fault::Raise) => Outcome {
+                envelope: Some(self.execute_and_raise(tool, params)),
+                wire_fault: None,
+            },
+            Some(wire) => Outcome {
+                envelope: Some(self.execute(tool, params)),
+                wire_fault: Some(wire),
+            },
+            None => Outcome {
+                envelope: Some(self.execute(tool, params)),
+                wire_fault: None,
+            },
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Sealing a `scene.snapshot` result: data fingerprints, indices and scene fingerprints.
+//!
+//! Kernels (the Python kernel, MockBlender) return the snapshot's canonical data; the bridge
+//! hashes it, so every backend's fingerprints come from one implementation:
+//!
+//! * each object gets `data_fingerprint`, over its `data` block;
+//! * `indices`: `by_name` (name -> position in `objects`), `by_collection` and `by_material`
+//!   (name -> sorted object names);
+//! * `content_fingerprint`, over `objects`, `collections` and `materials` only: equal for equal
+//!   scenes whatever Blender produced them;
+//! * `fingerprint`, over everything else in the snapshot, including `snapshot_version` and
+//!   `blender_version`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+use vibe_contract::Fingerprint;
+
+/// The snapshot schema version.
+pub const SNAPSHOT_VERSION: u64 = 1;
+
+/// The tool whose results are sealed.
+pub const SNAPSHOT_TOOL: &str = "scene.snapshot";
+
+/// Adds fingerprints and indices to a snapshot result in place; other values are left alone.
+pub fn seal(snapshot: &mut Value) {
+    let Some(root) = snapshot.as_object_mut() else {
+        return;
+    };
+    let mut by_name = Map::new();
+    let mut by_collection: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut by_material: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    if let Some(objects) = root.get_mut("objects").and_then(Value::as_array_mut) {
+        for (i, object) in objects.iter_mut().enumerate() {
+            let Some(object) = object.as_object_mut() else {
+                continue;
+            };
+            let data = object.get("data").cloned().unwrap_or(Value::Null);
+            object.insert(
+                "data_fingerprint".into(),
+                json!(Fingerprint::of_value(&data)),
+            );
+            let Some(name) = object
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            by_name.insert(name.clone(), json!(i));
+            for (key, index) in [
+                ("collections", &mut by_collection),
+                ("materials", &mut by_material),
+            ] {
+                for entry in object
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(entry) = entry.as_str() {
+                        index.entry(entry.to_owned()).or_default().push(json!(name));
+                    }
+                }
+            }
+        }
+    }
+    let sorted = |index: BTreeMap<String, Vec<Value>>| -> Value {
+        Value::Object(
+            index
+                .into_iter()
+                .map(|(k, mut names)| {
+                    names.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+                    names.dedup();
+                    (k, Value::Array(names))
+                })
+                .collect(),
+        )
+    };
+    root.insert(
+        "indices".into(),
+        json!({"by_name": by_name, "by_collection": sorted(by_collection), "by_material": sorted(by_material)}),
+    );
+    let content = json!({
+        "objects": root.get("objects").cloned().unwrap_or(Value::Null),
+        "collections": root.get("collections").cloned().unwrap_or(Value::Null),
+        "materials": root.get("materials").cloned().unwrap_or(Value::Null),
+    });
+    root.insert(
+        "content_fingerprint".into(),
+        json!(Fingerprint::of_value(&content)),
+    );
+    root.remove("fingerprint");
+    let fingerprint = Fingerprint::of_value(&Value::Object(root.clone()));
+    root.insert("fingerprint".into(), json!(fingerprint));
+}
+
+/// The content fingerprint of a sealed snapshot result, if it has one.
+pub fn content_fingerprint(snapshot: &Value) -> Option<&str> {
+    snapshot.get("content_fingerprint").and_then(Value::as_str)
+}

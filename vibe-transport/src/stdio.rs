@@ -1,0 +1,261 @@
+//! The stdio backend: a child process (`blender -b --python kernel.py`, or a Python with the
+//! bpy module) running the kernel, with frames over its stdin / stdout.
+//!
+//! Blender prints a banner and C-level noise on stdout. Lines before the hello that are not
+//! frames are kept as console output; after the hello the kernel keeps stdout for frames only.
+//! Stderr is captured into a bounded ring. The child's death fails every call in flight at once.
+//! Closing sends `bye`, closes stdin, waits up to the grace period, then kills.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
+use vibe_errors::Envelope;
+
+use crate::connection::{Connection, HandshakeOptions};
+use crate::error::TransportError;
+use crate::frame::{Hello, SessionConfig};
+use crate::transport::{Call, Transport};
+
+/// How many stderr lines the ring keeps.
+pub const STDERR_LINES: usize = 1_000;
+
+/// How to start the child.
+#[derive(Clone, Debug)]
+pub struct StdioOptions {
+    /// The program (a `blender` binary, or a Python with bpy).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Extra environment variables.
+    pub env: Vec<(OsString, OsString)>,
+    /// Handshake settings; `skip_noise` is forced on.
+    pub handshake: HandshakeOptions,
+    /// How long `close` waits for the child to exit before killing it.
+    pub shutdown_grace: Duration,
+}
+
+impl StdioOptions {
+    /// Defaults: a 60 s handshake (Blender can take a while to start), a 5 s shutdown grace.
+    pub fn new(program: impl Into<PathBuf>) -> StdioOptions {
+        StdioOptions {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            handshake: HandshakeOptions {
+                deadline: Duration::from_secs(60),
+                skip_noise: true,
+                ..HandshakeOptions::default()
+            },
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> StdioOptions {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds an environment variable.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> StdioOptions {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// A [`Transport`] to a kernel in a child process.
+pub struct StdioTransport {
+    connection: Arc<Connection>,
+    hello: Hello,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    kill: Mutex<Option<oneshot::Sender<()>>>,
+    exited: Mutex<Option<oneshot::Receiver<String>>>,
+    grace: Duration,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for StdioTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioTransport")
+            .field("hello", &self.hello)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StdioTransport {
+    /// Starts the child and runs the handshake.
+    pub async fn spawn(options: StdioOptions) -> Result<StdioTransport, TransportError> {
+        let mut command = Command::new(&options.program);
+        command
+            .args(&options.args)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(|e| {
+            TransportError::Connect(format!(
+                "could not start {}: {e}",
+                options.program.display()
+            ))
+        })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(TransportError::Connect(
+                "the child's pipes were not available".into(),
+            ));
+        };
+        let stderr_ring = Arc::new(Mutex::new(VecDeque::new()));
+        tokio::spawn(collect_stderr(stderr, Arc::clone(&stderr_ring)));
+        let mut handshake = options.handshake.clone();
+        handshake.skip_noise = true;
+        let establish = Connection::establish(stdout, stdin, handshake);
+        let connection = match establish.await {
+            Ok(connection) => Arc::new(connection),
+            Err(error) => {
+                let _ = child.start_kill();
+                let tail = tail(&stderr_ring, 5);
+                return Err(match error {
+                    TransportError::NotAVibeKernel(m) if !tail.is_empty() => {
+                        TransportError::NotAVibeKernel(format!("{m}; stderr: {tail}"))
+                    }
+                    other => other,
+                });
+            }
+        };
+        let (kill, kill_rx) = oneshot::channel();
+        let (exit_tx, exited) = oneshot::channel();
+        tokio::spawn(watch_child(
+            child,
+            Arc::clone(&connection),
+            kill_rx,
+            exit_tx,
+            Arc::clone(&stderr_ring),
+        ));
+        Ok(StdioTransport {
+            hello: connection.hello().clone(),
+            connection,
+            stderr: stderr_ring,
+            kill: Mutex::new(Some(kill)),
+            exited: Mutex::new(Some(exited)),
+            grace: options.shutdown_grace,
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// The last `n` stderr lines, joined.
+    pub fn stderr_tail(&self, n: usize) -> String {
+        tail(&self.stderr, n)
+    }
+}
+
+fn tail(ring: &Mutex<VecDeque<String>>, n: usize) -> String {
+    let ring = ring.lock().unwrap_or_else(|e| e.into_inner());
+    let skip = ring.len().saturating_sub(n);
+    ring.iter()
+        .skip(skip)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+async fn collect_stderr(stderr: tokio::process::ChildStderr, ring: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
+        if ring.len() == STDERR_LINES {
+            ring.pop_front();
+        }
+        ring.push_back(line);
+    }
+}
+
+/// Waits for the child to exit (failing every call in flight when it does) or for a kill.
+async fn watch_child(
+    mut child: Child,
+    connection: Arc<Connection>,
+    kill: oneshot::Receiver<()>,
+    exited: oneshot::Sender<String>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+) {
+    let status = tokio::select! {
+        status = child.wait() => status,
+        _ = kill => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    let description = match status {
+        Ok(status) => format!("the kernel process exited ({status})"),
+        Err(e) => format!("the kernel process could not be waited for: {e}"),
+    };
+    let last = tail(&stderr, 3);
+    let message = if last.is_empty() {
+        description.clone()
+    } else {
+        format!("{description}; stderr: {last}")
+    };
+    connection.fail(TransportError::ConnectionLost(message));
+    let _ = exited.send(description);
+}
+
+#[async_trait]
+impl Transport for StdioTransport {
+    fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
+        let deadline = Duration::from_millis(session.time_per_tool_ms.max(1));
+        self.connection
+            .configure(self.next_id(), session, deadline)
+            .await
+    }
+
+    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
+        self.connection.call(call).await
+    }
+
+    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
+        self.connection.cancel(id);
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        self.connection.close().await;
+        let exited = self.exited.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(exited) = exited
+            && tokio::time::timeout(self.grace, exited).await.is_err()
+            && let Some(kill) = self.kill.lock().unwrap_or_else(|e| e.into_inner()).take()
+        {
+            let _ = kill.send(());
+        }
+        Ok(())
+    }
+
+    fn console(&self) -> Vec<String> {
+        let mut lines = self.connection.console();
+        lines.extend(
+            self.stderr
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
+        lines
+    }
+}

@@ -1,0 +1,199 @@
+//! The TCP backend: a kernel listening on loopback (the GUI add-on, `blender -b`, or the bpy
+//! module), with a token, TCP_NODELAY, per-call deadlines, the contract's concurrency bound,
+//! and reconnection with backoff for new calls.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::net::TcpStream;
+use tokio::sync::RwLock;
+use vibe_errors::Envelope;
+
+use crate::connection::{Connection, HandshakeOptions};
+use crate::error::TransportError;
+use crate::frame::{Hello, SessionConfig};
+use crate::rng::SplitMix64;
+use crate::transport::{Call, Transport};
+
+/// The kernel's default TCP port. Not 9876: three other Blender bridges listen there with
+/// incompatible framings.
+pub const DEFAULT_PORT: u16 = 9833;
+
+/// How to reach a kernel over TCP.
+#[derive(Clone, Debug)]
+pub struct TcpOptions {
+    /// The kernel's address (loopback by default).
+    pub addr: SocketAddr,
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+    /// Handshake settings, including the token.
+    pub handshake: HandshakeOptions,
+    /// How many times a new call may reconnect a dropped connection (0 disables reconnection).
+    pub reconnect_attempts: u32,
+    /// The first backoff delay; it doubles per attempt, with jitter, up to `backoff_max`.
+    pub backoff_base: Duration,
+    /// The longest backoff delay.
+    pub backoff_max: Duration,
+}
+
+impl TcpOptions {
+    /// Defaults for `addr`: 2 s to connect, 5 s for the hello, 5 reconnect attempts from
+    /// 50 ms up to 2 s apart.
+    pub fn new(addr: SocketAddr) -> TcpOptions {
+        TcpOptions {
+            addr,
+            connect_timeout: Duration::from_secs(2),
+            handshake: HandshakeOptions::default(),
+            reconnect_attempts: 5,
+            backoff_base: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(2),
+        }
+    }
+
+    /// With a token.
+    pub fn with_token(mut self, token: impl Into<String>) -> TcpOptions {
+        self.handshake.token = Some(token.into());
+        self
+    }
+}
+
+/// A [`Transport`] to a kernel over TCP.
+pub struct TcpTransport {
+    options: TcpOptions,
+    hello: Hello,
+    connection: RwLock<Arc<Connection>>,
+    session: Mutex<Option<SessionConfig>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for TcpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpTransport")
+            .field("addr", &self.options.addr)
+            .field("hello", &self.hello)
+            .finish_non_exhaustive()
+    }
+}
+
+async fn open(options: &TcpOptions) -> Result<Connection, TransportError> {
+    let stream = tokio::time::timeout(options.connect_timeout, TcpStream::connect(options.addr))
+        .await
+        .map_err(|_| {
+            TransportError::Connect(format!(
+                "no connection to {} within {:?}",
+                options.addr, options.connect_timeout
+            ))
+        })?
+        .map_err(|e| TransportError::Connect(format!("{}: {e}", options.addr)))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| TransportError::Connect(e.to_string()))?;
+    let (reader, writer) = stream.into_split();
+    Connection::establish(reader, writer, options.handshake.clone()).await
+}
+
+impl TcpTransport {
+    /// Connects and runs the handshake.
+    pub async fn connect(options: TcpOptions) -> Result<TcpTransport, TransportError> {
+        let connection = open(&options).await?;
+        let hello = connection.hello().clone();
+        Ok(TcpTransport {
+            options,
+            hello,
+            connection: RwLock::new(Arc::new(connection)),
+            session: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// The live connection, reconnecting (with backoff, within `deadline`) if it dropped.
+    async fn current(&self, deadline: Duration) -> Result<Arc<Connection>, TransportError> {
+        let connection = Arc::clone(&*self.connection.read().await);
+        match connection.closed() {
+            None => return Ok(connection),
+            Some(TransportError::ConnectionLost(_)) if self.options.reconnect_attempts > 0 => {}
+            Some(error) => return Err(error),
+        }
+        let mut slot = self.connection.write().await;
+        if slot.closed().is_none() {
+            return Ok(Arc::clone(&slot));
+        }
+        let reconnect = async {
+            let mut delay = self.options.backoff_base;
+            let mut jitter = SplitMix64(self.next_id.load(Ordering::Relaxed));
+            let mut last = TransportError::Connect("no attempt made".into());
+            for _ in 0..self.options.reconnect_attempts {
+                match open(&self.options).await {
+                    Ok(fresh) => {
+                        if fresh.hello().blender != self.hello.blender {
+                            return Err(TransportError::Closed(
+                                "the kernel came back as another Blender; start a new session"
+                                    .into(),
+                            ));
+                        }
+                        return Ok(fresh);
+                    }
+                    Err(error) => last = error,
+                }
+                let spread = delay.as_millis() as u64 / 2 + 1;
+                tokio::time::sleep(delay + Duration::from_millis(jitter.next_u64() % spread)).await;
+                delay = (delay * 2).min(self.options.backoff_max);
+            }
+            Err(last)
+        };
+        let fresh = tokio::time::timeout(deadline, reconnect)
+            .await
+            .map_err(|_| TransportError::Deadline(deadline))??;
+        let fresh = Arc::new(fresh);
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(session) = session {
+            let id = self.next_id();
+            fresh.configure(id, &session, deadline).await?;
+        }
+        *slot = Arc::clone(&fresh);
+        Ok(fresh)
+    }
+}
+
+#[async_trait]
+impl Transport for TcpTransport {
+    fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
+        let deadline = Duration::from_millis(session.time_per_tool_ms.max(1));
+        let connection = self.current(deadline).await?;
+        let answer = connection
+            .configure(self.next_id(), session, deadline)
+            .await?;
+        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.clone());
+        Ok(answer)
+    }
+
+    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
+        let connection = self.current(call.deadline).await?;
+        connection.call(call).await
+    }
+
+    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
+        self.connection.read().await.cancel(id);
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        self.connection.read().await.close().await;
+        Ok(())
+    }
+}

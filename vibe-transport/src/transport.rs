@@ -1,0 +1,81 @@
+//! The `Transport` trait: the one way the bridge reaches a Blender.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use vibe_errors::Envelope;
+
+use crate::error::TransportError;
+use crate::frame::{Hello, SessionConfig};
+
+/// One tool call as the transport carries it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// Unique among the calls in flight on this transport (see [`Transport::next_id`]).
+    pub id: u64,
+    /// Registry tool name.
+    pub tool: String,
+    /// Arguments: a JSON object.
+    pub params: Value,
+    /// How long the caller waits for the answer.
+    pub deadline: Duration,
+}
+
+impl Call {
+    /// A call with the given id, tool, params and deadline.
+    pub fn new(id: u64, tool: impl Into<String>, params: Value, deadline: Duration) -> Call {
+        Call {
+            id,
+            tool: tool.into(),
+            params,
+            deadline,
+        }
+    }
+}
+
+/// A connection to one Blender kernel.
+///
+/// # Contract
+///
+/// * **Exactly one answer.** [`Transport::call`] resolves once: with the kernel's envelope
+///   (success or a tool error, which are both `Ok`), or with a [`TransportError`] when no
+///   envelope could be had. It never waits past the call's deadline (plus scheduling jitter).
+/// * **Concurrency.** `call` takes `&self`: many calls may be in flight at once from many tasks.
+///   Answers are matched by id, never by order. A transport may bound how many calls are in
+///   flight (TCP and stdio use the contract's `max_concurrent_calls`); calls over the bound
+///   wait in FIFO order, and the wait counts against their deadline.
+/// * **Cancel safety.** Dropping a `call` future abandons the wait: the transport sends a
+///   best-effort cancel for that id, and the late answer, if any, is discarded. Whether the
+///   kernel ran the call is then unknown; [`Transport::cancel`] does the same explicitly.
+/// * **Never resent.** A call in flight when the connection drops fails with
+///   [`TransportError::ConnectionLost`] (it may or may not have run). Reconnecting, where a
+///   backend does it, is only ever for new calls.
+/// * **Halting.** A protocol violation from the peer (malformed frame, oversized frame, unknown
+///   id) fails every call in flight and closes the transport for good.
+#[async_trait]
+pub trait Transport: Send + Sync {
+    /// The kernel's hello: protocol, kernel and Blender profile.
+    fn hello(&self) -> &Hello;
+
+    /// A fresh call id, unique for this transport's lifetime.
+    fn next_id(&self) -> u64;
+
+    /// Sends the session settings; the kernel answers with an envelope.
+    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError>;
+
+    /// Runs one tool call. See the trait docs for the contract.
+    async fn call(&self, call: Call) -> Result<Envelope, TransportError>;
+
+    /// Asks the kernel to stop call `id` as soon as feasible; its waiter gets
+    /// [`TransportError::Deadline`] or the kernel's `timeout` envelope with `details.cancelled`.
+    async fn cancel(&self, id: u64) -> Result<(), TransportError>;
+
+    /// Ends the session gracefully.
+    async fn close(&self) -> Result<(), TransportError>;
+
+    /// Console output the peer printed outside the frame stream (banner, stderr), oldest first.
+    fn console(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
