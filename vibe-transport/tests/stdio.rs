@@ -1,0 +1,113 @@
+//! The stdio backend against a child process: the `vibe-mock-kernel` binary, and ordinary
+//! programs that are not kernels.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use vibe_transport::{Call, StdioOptions, StdioTransport, Transport, TransportError};
+
+const KERNEL: &str = env!("CARGO_BIN_EXE_vibe-mock-kernel");
+const SLACK: Duration = Duration::from_millis(500);
+
+fn kernel(args: &[&str]) -> StdioOptions {
+    let mut options = StdioOptions::new(KERNEL).arg("--stdio");
+    for arg in args {
+        options = options.arg(*arg);
+    }
+    options.handshake.deadline = Duration::from_secs(10);
+    options.shutdown_grace = Duration::from_secs(2);
+    options
+}
+
+#[tokio::test]
+async fn banner_lines_are_console_output_and_calls_work() {
+    let t = StdioTransport::spawn(kernel(&["--banner"])).await.unwrap();
+    assert!(
+        t.console().iter().any(|l| l.starts_with("Blender 5.0.1")),
+        "{:?}",
+        t.console()
+    );
+    let answer = t
+        .call(Call::new(
+            t.next_id(),
+            "object.info",
+            json!({"name": "Light"}),
+            Duration::from_secs(5),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(answer.result().unwrap()["type"], "LIGHT");
+    let started = Instant::now();
+    t.close().await.unwrap();
+    // The kernel exits on `bye`; no kill was needed.
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn child_death_fails_the_call_in_flight_at_once() {
+    let t = StdioTransport::spawn(kernel(&["--fault", "1:drop"]))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let error = t
+        .call(Call::new(
+            t.next_id(),
+            "kernel.status",
+            json!({}),
+            Duration::from_secs(10),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, TransportError::ConnectionLost(_)),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < SLACK * 4, "{:?}", started.elapsed());
+    let after = t
+        .call(Call::new(
+            t.next_id(),
+            "kernel.status",
+            json!({}),
+            Duration::from_secs(1),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(after, TransportError::ConnectionLost(_)),
+        "{after:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_program_that_only_prints_is_not_a_kernel() {
+    let mut options = StdioOptions::new("sh")
+        .arg("-c")
+        .arg("echo 'Blender 3.4.1'; echo 'some noise'; sleep 5");
+    options.handshake.deadline = Duration::from_millis(400);
+    let started = Instant::now();
+    match StdioTransport::spawn(options).await {
+        Err(TransportError::NotAVibeKernel(m)) => assert!(m.contains("no hello"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_millis(400) + SLACK);
+}
+
+#[tokio::test]
+async fn a_program_that_exits_without_a_hello_is_not_a_kernel() {
+    let options = StdioOptions::new("sh")
+        .arg("-c")
+        .arg("echo 'Error: bpy not found' >&2; exit 3");
+    match StdioTransport::spawn(options).await {
+        Err(TransportError::NotAVibeKernel(m)) => assert!(m.contains("without a hello"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_missing_program_is_a_connect_error() {
+    let options = StdioOptions::new("/nonexistent/blender");
+    assert!(matches!(
+        StdioTransport::spawn(options).await,
+        Err(TransportError::Connect(_))
+    ));
+}
