@@ -1,0 +1,166 @@
+//! The audit log: chains events into sealed records and hands them to a sink.
+
+use serde_json::json;
+
+use crate::error::AuditError;
+use crate::file::{ChainHead, FileOptions, FileSink, Recovery};
+use crate::record::{Event, RecordKind, rfc3339, seal_into};
+use crate::redact::Redactor;
+use crate::sink::AuditSink;
+
+/// A hash-chained log over any sink. Single-writer: wrap it in [`crate::AuditWriter`] to log
+/// from many threads without blocking them.
+pub struct AuditLog {
+    sink: Box<dyn AuditSink>,
+    head: ChainHead,
+    redactor: Redactor,
+    buffer: Vec<u8>,
+    clock: Clock,
+}
+
+/// Formats the time once per millisecond rather than once per record.
+#[derive(Default)]
+struct Clock {
+    millis: u128,
+    text: String,
+}
+
+impl Clock {
+    fn now(&mut self) -> String {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        if since.as_millis() != self.millis || self.text.is_empty() {
+            self.millis = since.as_millis();
+            self.text = rfc3339(since.as_secs() as i64, since.subsec_millis());
+        }
+        self.text.clone()
+    }
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("head", &self.head)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuditLog {
+    /// A log continuing from `head` on `sink`.
+    pub fn new(sink: Box<dyn AuditSink>, head: ChainHead, redactor: Redactor) -> AuditLog {
+        AuditLog {
+            sink,
+            head,
+            redactor,
+            buffer: Vec::with_capacity(4096),
+            clock: Clock::default(),
+        }
+    }
+
+    /// Opens a file log, resuming its chain; a torn tail found on open is recorded as a
+    /// `recovered` record before anything else.
+    pub fn open_file(
+        path: impl AsRef<std::path::Path>,
+        options: FileOptions,
+        redactor: Redactor,
+    ) -> Result<AuditLog, AuditError> {
+        let (sink, head, recovery) = FileSink::open(path, options)?;
+        let mut log = AuditLog::new(Box::new(sink), head, redactor);
+        if let Some(Recovery {
+            torn_bytes,
+            torn_hash,
+            saved_to,
+        }) = recovery
+        {
+            log.append(&Event::incident(
+                "vibe-audit",
+                RecordKind::Recovered,
+                json!({"torn_bytes": torn_bytes, "torn_hash": torn_hash, "saved_to": saved_to.display().to_string()}),
+            ))?;
+            log.flush()?;
+        }
+        Ok(log)
+    }
+
+    /// Where the chain stands.
+    pub fn head(&self) -> &ChainHead {
+        &self.head
+    }
+
+    /// Redacts, seals and writes one event; returns the new head.
+    pub fn append(&mut self, event: &Event) -> Result<&ChainHead, AuditError> {
+        let redacted;
+        let r = &self.redactor;
+        let dirty =
+            |v: &Option<serde_json::Value>| v.as_ref().is_some_and(|v| r.needs_redaction(v));
+        let event = if dirty(&event.args) || dirty(&event.envelope) || dirty(&event.detail) {
+            redacted = Event {
+                args: event.args.as_ref().map(|a| self.redactor.redact(a)),
+                envelope: event.envelope.as_ref().map(|e| self.redactor.redact(e)),
+                detail: event.detail.as_ref().map(|d| self.redactor.redact(d)),
+                ..event.clone()
+            };
+            &redacted
+        } else {
+            event
+        };
+        let time = self.clock.now();
+        self.buffer.clear();
+        let hash = seal_into(
+            &mut self.buffer,
+            self.head.seq + 1,
+            &time,
+            &self.head.hash,
+            event,
+        );
+        if self.sink.rotate_due(self.buffer.len()) {
+            self.rotate(&time)?;
+            // The record is sealed again after the rotation record.
+            self.buffer.clear();
+            let hash = seal_into(
+                &mut self.buffer,
+                self.head.seq + 1,
+                &time,
+                &self.head.hash,
+                event,
+            );
+            return self.commit(hash);
+        }
+        self.commit(hash)
+    }
+
+    fn commit(&mut self, hash: String) -> Result<&ChainHead, AuditError> {
+        self.sink.write_line(&self.buffer)?;
+        self.head = ChainHead {
+            seq: self.head.seq + 1,
+            hash,
+        };
+        Ok(&self.head)
+    }
+
+    fn rotate(&mut self, time: &str) -> Result<(), AuditError> {
+        let previous = self.sink.rotate()?;
+        let event = Event::incident(
+            "vibe-audit",
+            RecordKind::Rotated,
+            json!({"previous_file": previous, "previous_seq": self.head.seq, "previous_hash": self.head.hash}),
+        );
+        self.buffer.clear();
+        let hash = seal_into(
+            &mut self.buffer,
+            self.head.seq + 1,
+            time,
+            &self.head.hash,
+            &event,
+        );
+        self.commit(hash)?;
+        Ok(())
+    }
+
+    /// Ends a batch on the sink (durability as the sink promises).
+    pub fn flush(&mut self) -> Result<(), AuditError> {
+        self.sink.flush()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,312 @@
+//! Records and their hash chain.
+//!
+//! A record is one JSON line with a fixed field order:
+//!
+//! ```text
+//! {"seq":7,"time":"2026-11-21T22:31:17.123Z","session":"s-1","kind":"answer","tool":"object.move","call_id":12,"args":null,"envelope":{...},"class":"E3","detail":null,"prev":"blake3:…","hash":"blake3:…"}
+//! ```
+//!
+//! Nested values are written as canonical JSON (sorted keys), so the line up to `,"hash":` — the
+//! record's *body* — is a canonical form. `hash` is blake3 over the body's bytes; the body
+//! contains `prev`, the previous record's hash, and the envelope, so the answer is hashed too.
+//! Verifying a record needs no JSON parse of its contents: hash the body, compare, read `seq` and
+//! `prev`.
+
+use std::io::Write;
+
+use serde_json::Value;
+use vibe_contract::write_canonical;
+
+/// `prev` of the very first record of a log.
+pub const GENESIS: &str = "blake3:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The separator between a record's body and its hash.
+pub const HASH_MARK: &[u8] = b",\"hash\":\"";
+
+/// What a record is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecordKind {
+    /// A tool call as received.
+    Call,
+    /// The answer to a call.
+    Answer,
+    /// A security event (blocked code, sandbox escape, actuator lock, auth failure).
+    Security,
+    /// A terminal failure (halt, circuit breaker, read-only switch).
+    Terminal,
+    /// Records the non-blocking writer had to drop.
+    Dropped,
+    /// The log continues from a rotated file.
+    Rotated,
+    /// A torn tail was cut off when the log was reopened.
+    Recovered,
+    /// A note from the embedder (session start, contract fingerprint, ...).
+    Note,
+}
+
+impl RecordKind {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Call => "call",
+            RecordKind::Answer => "answer",
+            RecordKind::Security => "security",
+            RecordKind::Terminal => "terminal",
+            RecordKind::Dropped => "dropped",
+            RecordKind::Rotated => "rotated",
+            RecordKind::Recovered => "recovered",
+            RecordKind::Note => "note",
+        }
+    }
+}
+
+/// What the embedder hands the log: everything of a record but its place in the chain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// The session.
+    pub session: String,
+    /// What it is about.
+    pub kind: RecordKind,
+    /// The tool, for calls and answers.
+    pub tool: Option<String>,
+    /// The call id, for calls and answers.
+    pub call_id: Option<u64>,
+    /// The call's arguments (redacted before they are written).
+    pub args: Option<Value>,
+    /// The answer's envelope.
+    pub envelope: Option<Value>,
+    /// The failure class (E0-E3) of a failed answer.
+    pub class: Option<String>,
+    /// Anything else.
+    pub detail: Option<Value>,
+}
+
+impl Event {
+    /// An event of `kind` in `session`, with nothing else set.
+    pub fn new(session: impl Into<String>, kind: RecordKind) -> Event {
+        Event {
+            session: session.into(),
+            kind,
+            tool: None,
+            call_id: None,
+            args: None,
+            envelope: None,
+            class: None,
+            detail: None,
+        }
+    }
+
+    /// A call.
+    pub fn call(
+        session: impl Into<String>,
+        call_id: u64,
+        tool: impl Into<String>,
+        args: Value,
+    ) -> Event {
+        Event {
+            tool: Some(tool.into()),
+            call_id: Some(call_id),
+            args: Some(args),
+            ..Event::new(session, RecordKind::Call)
+        }
+    }
+
+    /// An answer; the failure class is taken from the envelope.
+    pub fn answer(
+        session: impl Into<String>,
+        call_id: u64,
+        tool: impl Into<String>,
+        envelope: &vibe_errors::Envelope,
+    ) -> Event {
+        let class = envelope.error().map(|e| format!("{:?}", e.class()));
+        Event {
+            tool: Some(tool.into()),
+            call_id: Some(call_id),
+            envelope: Some(envelope.to_value()),
+            class,
+            ..Event::new(session, RecordKind::Answer)
+        }
+    }
+
+    /// A security or terminal event with details.
+    pub fn incident(session: impl Into<String>, kind: RecordKind, detail: Value) -> Event {
+        Event {
+            detail: Some(detail),
+            ..Event::new(session, kind)
+        }
+    }
+}
+
+fn write_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
+    match value {
+        Some(text) => {
+            let _ = serde_json::to_writer(&mut *out, text);
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn write_opt_value(out: &mut Vec<u8>, value: Option<&Value>) {
+    match value {
+        Some(value) => {
+            let _ = write_canonical(out, value);
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// Writes one sealed record line (with its newline) into `out` and returns its hash.
+pub fn seal_into(out: &mut Vec<u8>, seq: u64, time: &str, prev: &str, event: &Event) -> String {
+    let start = out.len();
+    out.extend_from_slice(b"{\"seq\":");
+    let _ = write!(out, "{seq}");
+    out.extend_from_slice(b",\"time\":");
+    write_opt_str(out, Some(time));
+    out.extend_from_slice(b",\"session\":");
+    write_opt_str(out, Some(&event.session));
+    out.extend_from_slice(b",\"kind\":\"");
+    out.extend_from_slice(event.kind.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"tool\":");
+    write_opt_str(out, event.tool.as_deref());
+    out.extend_from_slice(b",\"call_id\":");
+    match event.call_id {
+        Some(id) => {
+            let _ = write!(out, "{id}");
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"args\":");
+    write_opt_value(out, event.args.as_ref());
+    out.extend_from_slice(b",\"envelope\":");
+    write_opt_value(out, event.envelope.as_ref());
+    out.extend_from_slice(b",\"class\":");
+    write_opt_str(out, event.class.as_deref());
+    out.extend_from_slice(b",\"detail\":");
+    write_opt_value(out, event.detail.as_ref());
+    out.extend_from_slice(b",\"prev\":");
+    write_opt_str(out, Some(prev));
+    let hash = format!("blake3:{}", blake3::hash(&out[start..]).to_hex());
+    out.extend_from_slice(HASH_MARK);
+    out.extend_from_slice(hash.as_bytes());
+    out.extend_from_slice(b"\"}\n");
+    hash
+}
+
+/// The parts of a record line that the chain needs, read without parsing the JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineParts<'a> {
+    /// The sequence number.
+    pub seq: u64,
+    /// The previous record's hash.
+    pub prev: &'a str,
+    /// The stored hash.
+    pub hash: &'a str,
+    /// The body the hash covers.
+    pub body: &'a [u8],
+}
+
+/// Why a line is not a well-formed record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LineError {
+    /// No `,"hash":"..."}` at the end.
+    NoHash,
+    /// No leading `{"seq":N`.
+    NoSeq,
+    /// No `"prev":"..."` just before the hash.
+    NoPrev,
+}
+
+/// Splits a record line (without its newline) into its chain parts.
+pub fn split_line(line: &[u8]) -> Result<LineParts<'_>, LineError> {
+    let mark = memchr::memmem::rfind(line, HASH_MARK).ok_or(LineError::NoHash)?;
+    let body = &line[..mark];
+    let tail = &line[mark + HASH_MARK.len()..];
+    let hash = tail.strip_suffix(b"\"}").ok_or(LineError::NoHash)?;
+    let hash = std::str::from_utf8(hash).map_err(|_| LineError::NoHash)?;
+    let rest = line.strip_prefix(b"{\"seq\":").ok_or(LineError::NoSeq)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let seq = std::str::from_utf8(&rest[..digits])
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .ok_or(LineError::NoSeq)?;
+    const PREV: &[u8] = b",\"prev\":\"";
+    let prev_at = memchr::memmem::rfind(body, PREV).ok_or(LineError::NoPrev)?;
+    let prev = body[prev_at + PREV.len()..]
+        .strip_suffix(b"\"")
+        .ok_or(LineError::NoPrev)?;
+    let prev = std::str::from_utf8(prev).map_err(|_| LineError::NoPrev)?;
+    Ok(LineParts {
+        seq,
+        prev,
+        hash,
+        body,
+    })
+}
+
+/// Whether a record's stored hash matches its body.
+pub fn hash_matches(parts: &LineParts<'_>) -> bool {
+    // Verification handles no secret, so a plain comparison of the hex digits is fine.
+    let expected = blake3::hash(parts.body);
+    parts
+        .hash
+        .strip_prefix("blake3:")
+        .is_some_and(|hex| hex.as_bytes() == expected.to_hex().as_bytes())
+}
+
+/// Now, as RFC 3339 UTC with milliseconds.
+pub fn now_rfc3339() -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(since.as_secs() as i64, since.subsec_millis())
+}
+
+/// Seconds since the epoch as RFC 3339 UTC (proleptic Gregorian calendar).
+pub fn rfc3339(secs: i64, millis: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days, after Howard Hinnant's algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_795_300_277, 123), "2026-11-21T22:31:17.123Z");
+        assert_eq!(rfc3339(951_782_400, 0), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn a_sealed_line_splits_and_verifies() {
+        let mut out = Vec::new();
+        let event = Event::call("s", 1, "object.move", serde_json::json!({"name": "Cube"}));
+        let hash = seal_into(&mut out, 1, "t", GENESIS, &event);
+        let parts = split_line(&out[..out.len() - 1]).unwrap();
+        assert_eq!(
+            (parts.seq, parts.prev, parts.hash),
+            (1, GENESIS, hash.as_str())
+        );
+        assert!(hash_matches(&parts));
+        let value: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(value["args"]["name"], "Cube");
+    }
+}
