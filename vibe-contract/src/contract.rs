@@ -131,6 +131,29 @@ impl Default for SanityLimits {
     }
 }
 
+/// How many polygons a modifier turns `polygons` into: the sanity estimate shared by the bridge,
+/// MockBlender and the kernel. Subdivision multiplies by 4 per level (the higher of viewport and
+/// render levels), array by its count, mirror and solidify by 2, bevel by segments + 1.
+pub fn polygon_estimate(
+    polygons: u64,
+    modifier_type: &str,
+    levels: u32,
+    count: u32,
+    segments: u32,
+) -> u64 {
+    match modifier_type {
+        "SUBSURF" => polygons.saturating_mul(4u64.saturating_pow(levels)),
+        "ARRAY" => polygons.saturating_mul(u64::from(count)),
+        "MIRROR" | "SOLIDIFY" => polygons.saturating_mul(2),
+        "BEVEL" => polygons.saturating_mul(u64::from(segments) + 1),
+        _ => polygons,
+    }
+}
+
+/// Blender's defaults for the modifier parameters the registry exposes:
+/// (subdivision levels, render levels, array count, bevel segments).
+pub const MODIFIER_DEFAULTS: (u32, u32, u32, u32) = (1, 2, 2, 1);
+
 impl SanityLimits {
     fn tightened(&self, other: &SanityLimits) -> SanityLimits {
         SanityLimits {

@@ -279,6 +279,11 @@ impl ToolRegistry {
         self.index.get(name).map(|&i| self.tools[i].as_ref())
     }
 
+    /// A tool by name, shared.
+    pub fn get_shared(&self, name: &str) -> Option<Arc<ToolSpec>> {
+        self.index.get(name).map(|&i| Arc::clone(&self.tools[i]))
+    }
+
     /// The tool names, in registry order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.iter().map(|tool| tool.name.as_str())

@@ -55,8 +55,30 @@ impl TransportError {
         )
     }
 
-    /// The error model v1 body for this error.
+    /// Whether the call may have run in Blender although no answer came: true when the request
+    /// may have been sent (a missed deadline, a dropped connection, an unreadable answer), so
+    /// the bridge cannot rule it out.
+    pub fn may_have_run(&self) -> bool {
+        matches!(
+            self,
+            TransportError::Deadline(_)
+                | TransportError::ConnectionLost(_)
+                | TransportError::Protocol(_)
+        )
+    }
+
+    /// The error model v1 body for this error; `details.may_have_run` is set when the call may
+    /// have run.
     pub fn to_error_body(&self) -> ErrorBody {
+        let body = self.body();
+        if self.may_have_run() {
+            body.with_detail("may_have_run", true)
+        } else {
+            body
+        }
+    }
+
+    fn body(&self) -> ErrorBody {
         let message = self.to_string();
         match self {
             TransportError::Deadline(after) => ErrorBody::from_reason(Reason::Deadlock, message)
@@ -69,7 +91,6 @@ impl TransportError {
                 ErrorBody::from_reason(Reason::ContractViolation, message)
             }
             TransportError::ConnectionLost(_) => ErrorBody::new(ErrorCode::InternalError, message)
-                .with_detail("may_have_run", true)
                 .with_detail("transport", "connection_lost"),
             other => ErrorBody::new(ErrorCode::InternalError, other.to_string())
                 .with_detail("transport", other.kind()),

@@ -128,19 +128,16 @@ impl Modifier {
         }
     }
 
-    /// How many polygons this modifier turns `polygons` into (the sanity estimate shared with
-    /// the kernel: subdivision x4 per level, array x count, mirror and solidify x2, bevel
-    /// x(segments + 1)).
+    /// How many polygons this modifier turns `polygons` into (the estimate shared with the bridge
+    /// and the kernel: [`vibe_contract::polygon_estimate`]).
     pub fn estimate(&self, polygons: u64) -> u64 {
-        match self.kind.as_str() {
-            "SUBSURF" => {
-                polygons.saturating_mul(4u64.saturating_pow(self.levels.max(self.render_levels)))
-            }
-            "ARRAY" => polygons.saturating_mul(u64::from(self.count)),
-            "MIRROR" | "SOLIDIFY" => polygons.saturating_mul(2),
-            "BEVEL" => polygons.saturating_mul(u64::from(self.segments) + 1),
-            _ => polygons,
-        }
+        vibe_contract::polygon_estimate(
+            polygons,
+            &self.kind,
+            self.levels.max(self.render_levels),
+            self.count,
+            self.segments,
+        )
     }
 }
 

@@ -1,11 +1,13 @@
 //! MockTransport: the Transport trait straight onto a MockBlender, with the wire faults
 //! simulated at the boundary (no I/O; tokio timers only for hangs and slow drips).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::oneshot;
 use vibe_errors::Envelope;
 
 use super::{Fault, MockBlender};
@@ -20,6 +22,8 @@ pub struct MockTransport {
     hello: Hello,
     next_id: AtomicU64,
     halted: Mutex<Option<TransportError>>,
+    /// Calls hanging in an injected fault, by id, so that `cancel` can end them.
+    hanging: Mutex<HashMap<u64, oneshot::Sender<()>>>,
 }
 
 impl std::fmt::Debug for MockTransport {
@@ -44,6 +48,7 @@ impl MockTransport {
             hello,
             next_id: AtomicU64::new(1),
             halted: Mutex::new(None),
+            hanging: Mutex::new(HashMap::new()),
         }
     }
 
@@ -98,8 +103,20 @@ impl Transport for MockTransport {
         let envelope = match (outcome.envelope, outcome.wire_fault) {
             (Some(envelope), None) => envelope,
             (_, Some(Fault::Hang)) | (None, _) => {
-                tokio::time::sleep(call.deadline).await;
-                return Err(TransportError::Deadline(call.deadline));
+                let (cancel, cancelled) = oneshot::channel();
+                self.hanging
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(call.id, cancel);
+                let waited = tokio::select! {
+                    _ = tokio::time::sleep(call.deadline) => call.deadline,
+                    _ = cancelled => Duration::ZERO,
+                };
+                self.hanging
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&call.id);
+                return Err(TransportError::Deadline(waited));
             }
             (Some(_), Some(Fault::Drop)) => {
                 return Err(TransportError::ConnectionLost(
@@ -151,8 +168,16 @@ impl Transport for MockTransport {
         })
     }
 
-    async fn cancel(&self, _id: u64) -> Result<(), TransportError> {
-        // Mock calls complete synchronously; a call in a hang ends at its deadline.
+    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
+        // Mock calls complete at once; only a call hanging in an injected fault can be cancelled.
+        if let Some(cancel) = self
+            .hanging
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+        {
+            let _ = cancel.send(());
+        }
         Ok(())
     }
 

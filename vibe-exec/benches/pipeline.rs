@@ -1,0 +1,84 @@
+//! The full pipeline over MockBlender beside the bare mock call, in the same run.
+//!
+//! * `pipeline/object_info` vs `pipeline/baseline_bare_mock_call`: the same `object.info` call
+//!   through all six phases, and straight through `MockTransport`. Targets: overhead ratio
+//!   <= 3, and >= 300k calls/s on one core (a current-thread runtime).
+//! * `pipeline/object_move` vs `pipeline/baseline_bare_mock_move`: a mutation, which also passes
+//!   the read-only, busy, transaction and sandbox guards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::json;
+use vibe_contract::*;
+use vibe_exec::Pipeline;
+use vibe_transport::{Call, MockBlender, MockTransport, Transport};
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let transport = Arc::new(MockTransport::new(MockBlender::new()));
+    let caps: std::collections::BTreeSet<String> = ["scene.read", "scene.write", "transactions"]
+        .map(String::from)
+        .into();
+    let host = HostProfile {
+        name: "bench".into(),
+        version: "1".into(),
+        capabilities: caps,
+        ..HostProfile::default()
+    };
+    let agreement = negotiate(
+        &HostProposal::new("bench", host),
+        &BridgePolicy::default(),
+        &transport.hello().blender,
+        &blender_core_v1().unwrap(),
+    )
+    .unwrap();
+    let dyn_transport: Arc<dyn Transport> = transport.clone();
+    let pipeline = rt
+        .block_on(Pipeline::builder(agreement, dyn_transport).start())
+        .unwrap();
+    let info = json!({"name": "Cube"});
+    let mv = json!({"name": "Cube", "location": [1.0, 2.0, 3.0]});
+    let mut group = c.benchmark_group("pipeline");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("object_info", |b| {
+        b.iter(|| rt.block_on(pipeline.call("object.info", info.clone())))
+    });
+    group.bench_function("baseline_bare_mock_call", |b| {
+        b.iter(|| {
+            rt.block_on(transport.call(Call::new(
+                transport.next_id(),
+                "object.info",
+                info.clone(),
+                Duration::from_secs(15),
+            )))
+            .unwrap()
+        })
+    });
+    group.bench_function("object_move", |b| {
+        b.iter(|| rt.block_on(pipeline.call("object.move", mv.clone())))
+    });
+    group.bench_function("baseline_bare_mock_move", |b| {
+        b.iter(|| {
+            rt.block_on(transport.call(Call::new(
+                transport.next_id(),
+                "object.move",
+                mv.clone(),
+                Duration::from_secs(15),
+            )))
+            .unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,87 @@
+//! The six phases of a tool call (seed 001) and the stage trait that fills them.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use std::sync::Arc;
+use vibe_contract::ToolSpec;
+use vibe_errors::{Envelope, ErrorBody, Meta};
+
+use crate::session::Session;
+
+/// The phases, in the order every call goes through them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// 1. Arguments against the tool's JSON Schema.
+    Validate = 1,
+    /// 2. Contract, capabilities, limits, Blender range, and the guards.
+    Check = 2,
+    /// 3. Pre-flight without side effects (targets exist, budgets).
+    Plan = 3,
+    /// 4. The call through the transport.
+    Execute = 4,
+    /// 5. Read-back of what changed.
+    Verify = 5,
+    /// 6. The envelope: determinism class, echoed seed, fingerprint.
+    Return = 6,
+}
+
+impl Phase {
+    /// Whether a refusal in this phase is guaranteed to happen before the transport is used.
+    pub fn precedes_transport(self) -> bool {
+        self < Phase::Plan
+    }
+}
+
+/// One call as it moves through the pipeline.
+#[derive(Debug)]
+pub struct CallContext {
+    /// The call id (also the transport id).
+    pub id: u64,
+    /// The tool.
+    pub tool: String,
+    /// The tool's registry entry, once the contract check found it.
+    pub spec: Option<Arc<ToolSpec>>,
+    /// The arguments.
+    pub params: Value,
+    /// The call's deadline.
+    pub deadline: Duration,
+    /// The answer, once a stage produced one (a refusal, or the kernel's envelope).
+    pub answer: Option<Envelope>,
+    /// Extra information for the answer's `_meta`.
+    pub meta: Meta,
+    /// How many transport calls this call made (execute, plan reads, re-discovery).
+    pub transport_calls: u32,
+}
+
+impl CallContext {
+    /// The tool's spec; set after phase 2.
+    pub fn spec(&self) -> Option<&ToolSpec> {
+        self.spec.as_deref()
+    }
+
+    /// Whether the tool changes the scene (unknown tools count as mutations: fail closed).
+    pub fn mutates(&self) -> bool {
+        self.spec().is_none_or(ToolSpec::mutates)
+    }
+
+    /// A string argument.
+    pub fn str_param(&self, key: &str) -> Option<&str> {
+        self.params.get(key).and_then(Value::as_str)
+    }
+}
+
+/// One unit of work in a phase. Stages of the same phase run in the order they were added; a
+/// stage that returns an error ends the call with that error as the answer.
+#[async_trait]
+pub trait Stage: Send + Sync {
+    /// The phase the stage belongs to.
+    fn phase(&self) -> Phase;
+
+    /// A short name, for traces and `details.stage` of its refusals.
+    fn name(&self) -> &'static str;
+
+    /// Does the stage's work on the call.
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody>;
+}

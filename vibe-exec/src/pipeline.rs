@@ -1,0 +1,392 @@
+//! The pipeline: a session's stages in phase order, over a transport.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use vibe_audit::{AuditWriter, Event, RecordKind};
+use vibe_contract::Agreement;
+use vibe_errors::{Envelope, ErrorBody, ErrorCode, Meta, Reason};
+use vibe_transport::{SessionConfig, Transport, TransportError};
+
+use crate::phase::{CallContext, Phase, Stage};
+use crate::sandbox::Sandbox;
+use crate::session::{KernelLock, Session, lock};
+use crate::stages::*;
+
+/// Why a pipeline could not be started or assembled.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// The kernel could not be configured.
+    #[error("configuring the kernel failed: {0}")]
+    Configure(#[from] TransportError),
+    /// The kernel refused the session settings.
+    #[error("the kernel refused the session settings: {0}")]
+    ConfigureRefused(ErrorBody),
+    /// A registry schema did not compile.
+    #[error("the input schema of {tool} does not compile: {message}")]
+    Schema {
+        /// The tool or macro.
+        tool: String,
+        /// What the compiler said.
+        message: String,
+    },
+    /// A stage was placed against the phase order, or named a stage that is not there.
+    #[error("stage order: {0}")]
+    StageOrder(String),
+}
+
+/// The stages every pipeline starts with, in order.
+pub fn default_stages() -> Vec<Arc<dyn Stage>> {
+    vec![
+        Arc::new(SchemaStage),
+        Arc::new(BreakerGuard),
+        Arc::new(ContractCheck),
+        Arc::new(ReadOnlyGuard),
+        Arc::new(BusyGuard),
+        Arc::new(TransactionGuard),
+        Arc::new(SandboxGuard),
+        Arc::new(SanityGuard),
+        Arc::new(ActuatorLock),
+        Arc::new(CodeGateGuard),
+        Arc::new(PolygonBudget),
+        Arc::new(ExecuteStage),
+        Arc::new(MetaStage),
+    ]
+}
+
+/// Assembles a pipeline: the default stages, plus or instead of the embedder's own.
+pub struct PipelineBuilder {
+    agreement: Arc<Agreement>,
+    transport: Arc<dyn Transport>,
+    stages: Vec<Arc<dyn Stage>>,
+    sandbox: Option<Sandbox>,
+    audit: Option<Arc<AuditWriter>>,
+    kernel_lock: KernelLock,
+}
+
+impl std::fmt::Debug for PipelineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineBuilder")
+            .field("stages", &self.stage_names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PipelineBuilder {
+    /// The default pipeline for an agreed contract over a transport.
+    pub fn new(agreement: Agreement, transport: Arc<dyn Transport>) -> PipelineBuilder {
+        PipelineBuilder {
+            agreement: Arc::new(agreement),
+            transport,
+            stages: default_stages(),
+            sandbox: None,
+            audit: None,
+            kernel_lock: KernelLock::default(),
+        }
+    }
+
+    /// The session's sandbox folder (without one, file-writing tools are refused).
+    pub fn sandbox(mut self, sandbox: Sandbox) -> PipelineBuilder {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Writes every call, answer and incident to an audit log.
+    pub fn audit(mut self, writer: Arc<AuditWriter>) -> PipelineBuilder {
+        self.audit = Some(writer);
+        self
+    }
+
+    /// Adds the optional read-back of transforms (phase 5).
+    pub fn read_back(self) -> PipelineBuilder {
+        self.stage(ReadBack)
+    }
+
+    /// The stages, in the order they run.
+    pub fn stage_names(&self) -> Vec<(Phase, &'static str)> {
+        self.stages.iter().map(|s| (s.phase(), s.name())).collect()
+    }
+
+    /// Adds a stage at the end of its phase.
+    pub fn stage(mut self, stage: impl Stage + 'static) -> PipelineBuilder {
+        let phase = stage.phase();
+        let at = self
+            .stages
+            .iter()
+            .position(|s| s.phase() > phase)
+            .unwrap_or(self.stages.len());
+        self.stages.insert(at, Arc::new(stage));
+        self
+    }
+
+    /// Adds a stage just before the stage named `before`, which must be in the same phase.
+    pub fn stage_before(
+        mut self,
+        before: &str,
+        stage: impl Stage + 'static,
+    ) -> Result<PipelineBuilder, PipelineError> {
+        let at = self.position(before)?;
+        if self.stages[at].phase() != stage.phase() {
+            return Err(PipelineError::StageOrder(format!(
+                "{} ({:?}) cannot go before {before} ({:?})",
+                stage.name(),
+                stage.phase(),
+                self.stages[at].phase()
+            )));
+        }
+        self.stages.insert(at, Arc::new(stage));
+        Ok(self)
+    }
+
+    /// Replaces the stage named `name` with one of the same phase (for example the code gate).
+    pub fn replace(
+        mut self,
+        name: &str,
+        stage: impl Stage + 'static,
+    ) -> Result<PipelineBuilder, PipelineError> {
+        let at = self.position(name)?;
+        if self.stages[at].phase() != stage.phase() {
+            return Err(PipelineError::StageOrder(format!(
+                "{} must be in phase {:?} to replace {name}",
+                stage.name(),
+                self.stages[at].phase()
+            )));
+        }
+        self.stages[at] = Arc::new(stage);
+        Ok(self)
+    }
+
+    fn position(&self, name: &str) -> Result<usize, PipelineError> {
+        self.stages
+            .iter()
+            .position(|s| s.name() == name)
+            .ok_or_else(|| PipelineError::StageOrder(format!("no stage named {name}")))
+    }
+
+    /// Shares the kernel's transaction lock with another pipeline on the same kernel.
+    pub fn kernel_lock(mut self, lock: KernelLock) -> PipelineBuilder {
+        self.kernel_lock = lock;
+        self
+    }
+
+    /// Compiles the input validators, configures the kernel, and starts the session.
+    pub async fn start(self) -> Result<Pipeline, PipelineError> {
+        let validators = compile_validators(&self.agreement)?;
+        let contract = &self.agreement.contract;
+        let config = SessionConfig {
+            session_id: contract.session_id.clone(),
+            capabilities: contract.capabilities.granted.clone(),
+            sanity: contract.constraints.sanity.clone(),
+            sandbox: self
+                .sandbox
+                .as_ref()
+                .map(|s| s.root().display().to_string()),
+            time_per_tool_ms: contract.constraints.time_per_tool_ms,
+        };
+        if let Envelope::Err(error) = self.transport.configure(&config).await? {
+            return Err(PipelineError::ConfigureRefused(error));
+        }
+        let concurrency = Arc::new(Semaphore::new(
+            contract.limits.max_concurrent_calls.max(1) as usize
+        ));
+        let session = Session::new(
+            self.agreement,
+            self.transport,
+            self.sandbox,
+            validators,
+            self.kernel_lock,
+            self.audit,
+        );
+        session.audit_incident(
+            RecordKind::Note,
+            serde_json::json!({
+                "event": "session_start",
+                "contract_fingerprint": session.agreement.contract.fingerprints.contract,
+                "blender": session.agreement.contract.blender_profile.version,
+            }),
+        );
+        Ok(Pipeline {
+            session: Arc::new(session),
+            stages: self.stages.into(),
+            concurrency,
+        })
+    }
+}
+
+fn compile_validators(
+    agreement: &Agreement,
+) -> Result<HashMap<String, jsonschema::Validator>, PipelineError> {
+    let mut validators = HashMap::new();
+    let tools = agreement
+        .tools
+        .tools()
+        .iter()
+        .map(|t| (t.name.clone(), &t.inputs));
+    let macros = agreement
+        .macros
+        .iter()
+        .flat_map(|m| m.macros())
+        .map(|m| (format!("macro:{}", m.macro_name), &m.inputs));
+    for (name, schema) in tools.chain(macros) {
+        let validator = jsonschema::validator_for(schema).map_err(|e| PipelineError::Schema {
+            tool: name.clone(),
+            message: e.to_string(),
+        })?;
+        validators.insert(name, validator);
+    }
+    Ok(validators)
+}
+
+/// One session's pipeline. Cheap to clone; clones share the session.
+#[derive(Clone)]
+pub struct Pipeline {
+    session: Arc<Session>,
+    stages: Arc<[Arc<dyn Stage>]>,
+    concurrency: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    /// The default pipeline's builder.
+    pub fn builder(agreement: Agreement, transport: Arc<dyn Transport>) -> PipelineBuilder {
+        PipelineBuilder::new(agreement, transport)
+    }
+
+    /// The session: guards' state, contract, transport.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// A builder for another session on the same kernel, sharing its transaction lock.
+    pub fn fork(&self, agreement: Agreement) -> PipelineBuilder {
+        PipelineBuilder::new(agreement, Arc::clone(&self.session.transport))
+            .kernel_lock(self.session.kernel_lock.clone())
+    }
+
+    /// The stages, in the order they run.
+    pub fn stage_names(&self) -> Vec<(Phase, &'static str)> {
+        self.stages.iter().map(|s| (s.phase(), s.name())).collect()
+    }
+
+    /// The deadline of one call, from the contract.
+    pub fn deadline(&self) -> Duration {
+        Duration::from_millis(self.session.agreement.contract.constraints.time_per_tool_ms)
+    }
+
+    /// A fresh call id, for [`Pipeline::call_with_id`] and [`Pipeline::cancel`].
+    pub fn next_call_id(&self) -> u64 {
+        self.session.transport.next_id()
+    }
+
+    /// Runs one tool call through every phase and answers with one envelope.
+    pub async fn call(&self, tool: &str, params: Value) -> Envelope {
+        self.call_with_id(self.next_call_id(), tool, params).await
+    }
+
+    /// [`Pipeline::call`] with an id chosen beforehand, so that another task can cancel it.
+    pub async fn call_with_id(&self, id: u64, tool: &str, params: Value) -> Envelope {
+        let session = &self.session;
+        session.audit(Event::call(session.session_id(), id, tool, params.clone()));
+        let deadline = self.deadline();
+        let mut call = CallContext {
+            id,
+            tool: tool.to_owned(),
+            spec: None,
+            params,
+            deadline,
+            answer: None,
+            meta: Meta::default(),
+            transport_calls: 0,
+        };
+        let envelope = match tokio::time::timeout(deadline, self.concurrency.acquire()).await {
+            Ok(Ok(_permit)) => self.run_stages(&mut call).await,
+            _ => Envelope::Err(
+                ErrorBody::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "{tool} waited {deadline:?} for one of the session's {} call slots",
+                        session.agreement.contract.limits.max_concurrent_calls
+                    ),
+                )
+                .with_detail("cancelled", true)
+                .with_detail("partial_effects", "none: the call never started"),
+            ),
+        };
+        self.after(&call, &envelope);
+        session.audit(Event::answer(
+            session.session_id(),
+            call.id,
+            tool,
+            &envelope,
+        ));
+        envelope
+    }
+
+    async fn run_stages(&self, call: &mut CallContext) -> Envelope {
+        let mut failed = false;
+        for stage in self.stages.iter() {
+            if failed && stage.phase() < Phase::Return {
+                continue;
+            }
+            if let Err(error) = stage.run(call, &self.session).await {
+                call.answer = Some(Envelope::Err(error.with_detail("stage", stage.name())));
+                failed = true;
+            }
+        }
+        let envelope = call.answer.take().unwrap_or_else(|| {
+            Envelope::Err(ErrorBody::new(
+                ErrorCode::InternalError,
+                "no stage answered the call",
+            ))
+        });
+        if envelope.is_ok() && call.meta != Meta::default() {
+            envelope.with_meta(call.meta.clone())
+        } else {
+            envelope
+        }
+    }
+
+    /// What the session learns from an answer: security refusals count, a security block turns
+    /// the session read-only.
+    fn after(&self, call: &CallContext, envelope: &Envelope) {
+        let Some(error) = envelope.error() else {
+            return;
+        };
+        match error.reason() {
+            Some(Reason::SecurityBlock) => {
+                self.session.audit_incident(RecordKind::Security, serde_json::json!({"event": "security_block", "tool": call.tool, "message": error.message}));
+                self.session.set_read_only(format!(
+                    "security block on {}: {}",
+                    call.tool, error.message
+                ));
+            }
+            Some(Reason::Sandbox) => {
+                self.session.audit_incident(RecordKind::Security, serde_json::json!({"event": "sandbox", "tool": call.tool, "message": error.message}));
+            }
+            _ => {}
+        }
+    }
+
+    /// Cancels call `id`: its answer becomes `timeout` with `details.cancelled = true`, and the
+    /// kernel is asked to stop it.
+    pub async fn cancel(&self, id: u64) {
+        lock(&self.session.cancelled).insert(id);
+        let _ = self.session.transport.cancel(id).await;
+    }
+
+    /// Switches the session read-only (the API side of the kill switch).
+    pub fn set_read_only(&self, reason: &str) {
+        self.session.set_read_only(reason);
+    }
+}

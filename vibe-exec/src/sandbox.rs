@@ -1,0 +1,105 @@
+//! Sandbox paths: every file the agent writes stays inside the session's sandbox folder and
+//! out of `HUMAN_ONLY/`.
+//!
+//! A path is checked as written and then as it resolves on disk:
+//!
+//! * it must be relative, made of portable names: ASCII letters, digits, `.`, `_`, `-`, space,
+//!   with `/` between components (no `\`, no drive letters, no control characters, no
+//!   non-ASCII characters — which also rules out Unicode look-alikes of `HUMAN_ONLY`);
+//! * no component may be `..` or `.`, or equal `HUMAN_ONLY` in any letter case;
+//! * the deepest existing ancestor is canonicalized (symlinks resolved) and must lie inside the
+//!   canonical sandbox, and an existing target must not be a symlink.
+
+use std::path::{Path, PathBuf};
+
+/// The folder inside every sandbox that agents may never touch.
+pub const HUMAN_ONLY: &str = "HUMAN_ONLY";
+
+/// The longest path accepted, in bytes.
+pub const MAX_PATH_BYTES: usize = 255;
+
+/// A session's sandbox folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sandbox {
+    root: PathBuf,
+}
+
+/// Why a path was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SandboxViolation(pub String);
+
+impl Sandbox {
+    /// A sandbox at `root`, which must exist; it is canonicalized once.
+    pub fn new(root: impl AsRef<Path>) -> std::io::Result<Sandbox> {
+        Ok(Sandbox {
+            root: std::fs::canonicalize(root)?,
+        })
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The absolute path `relative` names inside the sandbox, or why it may not be used.
+    pub fn resolve(&self, relative: &str) -> Result<PathBuf, SandboxViolation> {
+        let refuse = |why: String| Err(SandboxViolation(why));
+        if relative.is_empty() || relative.len() > MAX_PATH_BYTES {
+            return refuse(format!("a path must be 1-{MAX_PATH_BYTES} bytes"));
+        }
+        if let Some(c) = relative
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ' ' | '/')))
+        {
+            return refuse(format!(
+                "character {c:?} is not allowed in a sandbox path (portable ASCII names only)"
+            ));
+        }
+        if relative.starts_with('/') {
+            return refuse(
+                "absolute paths are not allowed; give a path relative to the sandbox".into(),
+            );
+        }
+        let mut path = self.root.clone();
+        for component in relative.split('/') {
+            match component {
+                "" => return refuse("empty path component".into()),
+                "." | ".." => {
+                    return refuse(format!("{component:?} is not allowed in a sandbox path"));
+                }
+                c if c.eq_ignore_ascii_case(HUMAN_ONLY) => {
+                    return refuse(format!("{HUMAN_ONLY}/ is reserved for humans"));
+                }
+                c => path.push(c),
+            }
+        }
+        // Resolve what exists on disk: a symlink anywhere may not lead outside the sandbox.
+        let mut existing = path.as_path();
+        while !existing.exists() {
+            match existing.parent() {
+                Some(parent) => existing = parent,
+                None => break,
+            }
+        }
+        let canonical = std::fs::canonicalize(existing)
+            .map_err(|e| SandboxViolation(format!("cannot resolve the path: {e}")))?;
+        if !canonical.starts_with(&self.root) {
+            return refuse("the path resolves outside the sandbox (through a symlink)".into());
+        }
+        if canonical.components().any(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .eq_ignore_ascii_case(HUMAN_ONLY)
+        }) {
+            return refuse(format!("the path resolves into {HUMAN_ONLY}/"));
+        }
+        if path
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+        {
+            return refuse("the target is a symlink".into());
+        }
+        Ok(path)
+    }
+}

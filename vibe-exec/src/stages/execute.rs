@@ -1,0 +1,196 @@
+//! Phase 4: the call through the transport, and what the session learns from the answer.
+
+use std::sync::atomic::Ordering;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use vibe_errors::{Envelope, ErrorBody, ErrorCode, Reason};
+use vibe_transport::{Call, TransportError};
+
+use super::{BUSY_TOOLS, CREATING_TOOLS};
+use crate::phase::{CallContext, Phase, Stage};
+use crate::session::{MAX_REDISCOVERY, Session, lock};
+
+/// Sends the call; maps transport failures to envelopes; opens the breaker on a missed
+/// deadline; re-discovers a known target the kernel reports missing (at most
+/// [`MAX_REDISCOVERY`] times); retries an idempotent call once after a dropped connection;
+/// keeps the session's records (created objects, busy state, transaction owner) in step.
+#[derive(Debug, Default)]
+pub struct ExecuteStage;
+
+async fn send(call: &mut CallContext, session: &Session) -> Result<Envelope, TransportError> {
+    call.transport_calls += 1;
+    let transport = &session.transport;
+    transport
+        .call(Call::new(
+            call.id,
+            call.tool.clone(),
+            call.params.clone(),
+            call.deadline,
+        ))
+        .await
+}
+
+fn transport_failure(call: &CallContext, session: &Session, error: &TransportError) -> ErrorBody {
+    if lock(&session.cancelled).remove(&call.id) {
+        return ErrorBody::new(ErrorCode::Timeout, format!("{} was cancelled", call.tool))
+            .with_detail("cancelled", true)
+            .with_detail(
+                "partial_effects",
+                "unknown: the kernel may have started the call",
+            );
+    }
+    match error {
+        TransportError::Deadline(_) => {
+            session.open_breaker(format!(
+                "{} passed its deadline of {:?}",
+                call.tool, call.deadline
+            ));
+            error.to_error_body().with_detail("cancelled", false)
+        }
+        e if e.halts_session() => {
+            session.open_breaker(format!("protocol violation: {e}"));
+            error.to_error_body()
+        }
+        _ => error.to_error_body(),
+    }
+}
+
+impl ExecuteStage {
+    async fn execute(
+        &self,
+        call: &mut CallContext,
+        session: &Session,
+    ) -> Result<Envelope, ErrorBody> {
+        let idempotent = call.spec().is_some_and(|s| s.idempotent);
+        let mut answer = send(call, session).await;
+        let mut repeated = false;
+        if idempotent && matches!(answer, Err(TransportError::ConnectionLost(_))) {
+            // Safe to repeat: the tool declares that repeating converges.
+            call.id = session.transport.next_id();
+            answer = send(call, session).await;
+            repeated = true;
+        }
+        let mut envelope = answer.map_err(|e| transport_failure(call, session, &e))?;
+        if repeated && let Envelope::Err(error) = envelope {
+            // The first attempt may have applied before its connection dropped.
+            return Err(error
+                .with_detail("may_have_run", true)
+                .with_detail("repeated_after", "connection_lost"));
+        }
+        let mut attempts = 0;
+        while let Some(name) = self.known_missing_target(call, session, &envelope) {
+            if attempts == MAX_REDISCOVERY {
+                let error = envelope
+                    .error()
+                    .cloned()
+                    .unwrap_or_else(|| ErrorBody::new(ErrorCode::NotFound, "not found"));
+                return Err(error
+                    .with_reason(Reason::IdentityDrift)
+                    .with_detail("rediscovery_attempts", attempts)
+                    .with_detail("recovery", "ask_human")
+                    .with_detail("object", name));
+            }
+            attempts += 1;
+            // Re-discover by name: a target the session knows may be briefly unresolvable
+            // (an undo step in progress, a reload); look it up, then try the call again.
+            call.transport_calls += 1;
+            let lookup = Call::new(
+                session.transport.next_id(),
+                "object.info",
+                json!({"name": name}),
+                call.deadline,
+            );
+            let found = session
+                .transport
+                .call(lookup)
+                .await
+                .map_err(|e| transport_failure(call, session, &e))?;
+            if found.is_ok() {
+                call.id = session.transport.next_id();
+                envelope = send(call, session)
+                    .await
+                    .map_err(|e| transport_failure(call, session, &e))?;
+            }
+        }
+        Ok(envelope)
+    }
+
+    /// The target name of a `not_found` answer, when it is an object this session knows.
+    fn known_missing_target(
+        &self,
+        call: &CallContext,
+        session: &Session,
+        envelope: &Envelope,
+    ) -> Option<String> {
+        let error = envelope.error()?;
+        if error.code != ErrorCode::NotFound
+            || error.details.get("field").and_then(Value::as_str) != Some("name")
+        {
+            return None;
+        }
+        let name = call.str_param("name")?;
+        lock(&session.created)
+            .contains(name)
+            .then(|| name.to_owned())
+    }
+
+    fn learn(&self, call: &CallContext, session: &Session, envelope: &Envelope) {
+        let Some(result) = envelope.result() else {
+            return;
+        };
+        let tool = call.tool.as_str();
+        let mut created = lock(&session.created);
+        if CREATING_TOOLS.contains(&tool) {
+            if let Some(name) = result.get("name").and_then(Value::as_str) {
+                created.created(name);
+            }
+        } else if tool == "object.rename" {
+            if let (Some(old), Some(new)) = (
+                result.get("old_name").and_then(Value::as_str),
+                result.get("name").and_then(Value::as_str),
+            ) {
+                created.renamed(old, new);
+            }
+        } else if tool == "object.delete" {
+            if let Some(name) = result.get("deleted").and_then(Value::as_str) {
+                created.deleted(name);
+            }
+        } else if tool == "transaction.begin" {
+            created.begin();
+            session
+                .kernel_lock
+                .set(Some(session.session_id().to_owned()));
+        } else if tool == "transaction.commit" {
+            created.commit();
+            session.kernel_lock.set(None);
+        } else if tool == "transaction.rollback" {
+            created.rollback();
+            session.kernel_lock.set(None);
+        }
+    }
+}
+
+#[async_trait]
+impl Stage for ExecuteStage {
+    fn phase(&self) -> Phase {
+        Phase::Execute
+    }
+    fn name(&self) -> &'static str {
+        "execute"
+    }
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        let busy = BUSY_TOOLS.contains(&call.tool.as_str());
+        if busy {
+            session.busy.fetch_add(1, Ordering::SeqCst);
+        }
+        let result = self.execute(call, session).await;
+        if busy {
+            session.busy.fetch_sub(1, Ordering::SeqCst);
+        }
+        let envelope = result?;
+        self.learn(call, session, &envelope);
+        call.answer = Some(envelope);
+        Ok(())
+    }
+}

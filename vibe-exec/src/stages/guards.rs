@@ -1,0 +1,294 @@
+//! Phase 2: the contract check and the guards of seed 000. Every refusal here happens before
+//! the transport is touched, and has no side effect.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use vibe_errors::{ErrorBody, ErrorCode, Reason};
+
+use super::PATH_ARGUMENTS;
+use crate::phase::{CallContext, Phase, Stage};
+use crate::session::{Session, lock};
+
+/// Refuses every call while the circuit breaker is open (after a deadline was missed).
+#[derive(Debug, Default)]
+pub struct BreakerGuard;
+
+#[async_trait]
+impl Stage for BreakerGuard {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "breaker"
+    }
+    async fn run(&self, _call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        match session.breaker() {
+            None => Ok(()),
+            Some(why) => Err(ErrorBody::from_reason(Reason::Deadlock, format!("the circuit breaker is open ({why}); the session is invalid until a human resets it"))
+                .with_detail("breaker", "open")),
+        }
+    }
+}
+
+/// The tool must be in the agreed registry (or the refusal says why not: excluded by Blender
+/// version or capability), and the arguments within the payload limit.
+#[derive(Debug, Default)]
+pub struct ContractCheck;
+
+#[async_trait]
+impl Stage for ContractCheck {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "contract"
+    }
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        session.agreement.tool(&call.tool)?;
+        let limit = session.agreement.contract.limits.max_payload_bytes;
+        let size = serde_json::to_vec(&call.params)
+            .map(|v| v.len() as u64)
+            .unwrap_or(u64::MAX);
+        if size > limit {
+            return Err(ErrorBody::new(
+                ErrorCode::ContractViolation,
+                format!("arguments of {size} bytes exceed the payload limit of {limit}"),
+            )
+            .with_detail("rule", "max_payload_bytes")
+            .with_detail("limit", limit));
+        }
+        call.spec = session.agreement.tools.get_shared(&call.tool);
+        Ok(())
+    }
+}
+
+/// Read-only mode (the `KILL_VIBE` kill switch, the contract, or switched on): every mutation
+/// refused, reads served.
+#[derive(Debug, Default)]
+pub struct ReadOnlyGuard;
+
+#[async_trait]
+impl Stage for ReadOnlyGuard {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "read_only"
+    }
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        if call.mutates() && session.is_read_only() {
+            let why = session.read_only_reason().unwrap_or_default();
+            return Err(ErrorBody::from_reason(
+                Reason::ReadOnly,
+                format!(
+                    "read-only mode: {} is refused ({why}); reads still work",
+                    call.tool
+                ),
+            )
+            .with_detail("http_status", 403));
+        }
+        Ok(())
+    }
+}
+
+/// While a file save is in flight, mutations wait for ready.
+#[derive(Debug, Default)]
+pub struct BusyGuard;
+
+#[async_trait]
+impl Stage for BusyGuard {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "busy"
+    }
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        if call.mutates() && session.busy.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return Err(ErrorBody::from_reason(
+                Reason::Busy,
+                "Blender is saving a file; wait until kernel.status says ready",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Transactions: one at a time per kernel, owned by the session that began it.
+#[derive(Debug, Default)]
+pub struct TransactionGuard;
+
+fn misuse(rule: &str, message: String) -> ErrorBody {
+    ErrorBody::new(ErrorCode::ContractViolation, message).with_detail("rule", rule)
+}
+
+#[async_trait]
+impl Stage for TransactionGuard {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "transaction"
+    }
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        let me = session.session_id();
+        let holder = session.kernel_lock.holder();
+        let mine = holder.as_deref() == Some(me);
+        match call.tool.as_str() {
+            "transaction.begin" => match holder {
+                Some(h) if h == me => Err(misuse(
+                    "transaction_open",
+                    "a transaction is already open; transactions do not nest".into(),
+                )),
+                Some(h) => Err(misuse(
+                    "transaction_of_another_session",
+                    format!("session {h} has a transaction open on this Blender"),
+                )),
+                None => Ok(()),
+            },
+            "transaction.commit" | "transaction.rollback" if !mine => match holder {
+                Some(h) => Err(misuse(
+                    "transaction_of_another_session",
+                    format!("the open transaction belongs to session {h}"),
+                )),
+                None => Err(misuse(
+                    "no_transaction",
+                    format!("{} without an open transaction", call.tool),
+                )),
+            },
+            _ if call.mutates() && holder.is_some() && !mine => Err(misuse(
+                "transaction_of_another_session",
+                format!(
+                    "session {} has a transaction open on this Blender; a change now would be rolled back with it",
+                    holder.unwrap_or_default()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Paths stay in the sandbox and out of `HUMAN_ONLY/`.
+#[derive(Debug, Default)]
+pub struct SandboxGuard;
+
+#[async_trait]
+impl Stage for SandboxGuard {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "sandbox"
+    }
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        for key in PATH_ARGUMENTS {
+            let Some(path) = call.params.get(key).and_then(Value::as_str) else {
+                continue;
+            };
+            let refusal = |why: String| {
+                session.strike("sandbox");
+                ErrorBody::from_reason(Reason::Sandbox, format!("path {path:?} refused: {why}"))
+                    .with_detail("field", key)
+            };
+            let Some(sandbox) = &session.sandbox else {
+                return Err(refusal(
+                    "this session has no sandbox folder, so it may not write files".into(),
+                ));
+            };
+            sandbox.resolve(path).map_err(|v| refusal(v.0))?;
+        }
+        Ok(())
+    }
+}
+
+/// Sanity limits from the contract, checked on the arguments (the polygon budget is checked in
+/// the plan phase, where the object's size is known).
+#[derive(Debug, Default)]
+pub struct SanityGuard;
+
+#[async_trait]
+impl Stage for SanityGuard {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "sanity"
+    }
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        if call.tool != "modifier.add" {
+            return Ok(());
+        }
+        let limits = &session.agreement.contract.constraints.sanity;
+        for (field, max) in [
+            ("levels", u64::from(limits.max_subdivision_levels)),
+            ("count", u64::from(limits.max_array_count)),
+            ("segments", u64::from(limits.max_bevel_segments)),
+        ] {
+            if let Some(value) = call.params.get(field).and_then(Value::as_u64)
+                && value > max
+            {
+                return Err(ErrorBody::from_reason(
+                    Reason::SanityLimit,
+                    format!("{field} {value} exceeds the sanity limit of {max}"),
+                )
+                .with_detail("field", field)
+                .with_detail("limit", max));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Seed 000's actuator lock: the agent may delete only what it created in this session.
+#[derive(Debug, Default)]
+pub struct ActuatorLock;
+
+#[async_trait]
+impl Stage for ActuatorLock {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "actuator_lock"
+    }
+    async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
+        if call.tool != "object.delete" {
+            return Ok(());
+        }
+        let name = call.str_param("name").unwrap_or_default();
+        if lock(&session.created).contains(name) {
+            return Ok(());
+        }
+        session.audit_incident(
+            vibe_audit::RecordKind::Security,
+            serde_json::json!({"event": "actuator_lock", "tool": call.tool, "object": name}),
+        );
+        Err(ErrorBody::from_reason(Reason::ActuatorLock, format!("security block: cannot delete {name:?}, an object the agent did not create in this session"))
+            .with_detail("field", "name")
+            .with_detail("object", name))
+    }
+}
+
+/// `python.exec` runs only through a code gate; without one installed it is refused.
+#[derive(Debug, Default)]
+pub struct CodeGateGuard;
+
+#[async_trait]
+impl Stage for CodeGateGuard {
+    fn phase(&self) -> Phase {
+        Phase::Check
+    }
+    fn name(&self) -> &'static str {
+        "code_gate"
+    }
+    async fn run(&self, call: &mut CallContext, _session: &Session) -> Result<(), ErrorBody> {
+        if call.tool == "python.exec" {
+            return Err(ErrorBody::new(
+                ErrorCode::ContractViolation,
+                "python.exec is refused: no code gate is installed in this pipeline",
+            )
+            .with_detail("rule", "no_code_gate"));
+        }
+        Ok(())
+    }
+}

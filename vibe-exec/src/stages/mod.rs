@@ -1,0 +1,27 @@
+//! The default stages of the pipeline, by phase.
+
+mod execute;
+mod guards;
+mod plan;
+mod ret;
+mod validate;
+mod verify;
+
+pub use execute::ExecuteStage;
+pub use guards::{
+    ActuatorLock, BreakerGuard, BusyGuard, CodeGateGuard, ContractCheck, ReadOnlyGuard,
+    SandboxGuard, SanityGuard, TransactionGuard,
+};
+pub use plan::PolygonBudget;
+pub use ret::MetaStage;
+pub use validate::SchemaStage;
+pub use verify::ReadBack;
+
+/// The tools that make the kernel busy while they run (file I/O).
+pub const BUSY_TOOLS: [&str; 1] = ["file.save"];
+
+/// The tools that create an object named by their `name` argument.
+pub const CREATING_TOOLS: [&str; 3] = ["object.create", "mesh.create_cube", "mesh.create_plane"];
+
+/// The arguments that hold file paths, checked against the sandbox.
+pub const PATH_ARGUMENTS: [&str; 1] = ["path"];

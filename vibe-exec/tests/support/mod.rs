@@ -1,0 +1,143 @@
+//! Shared set-up: a pipeline over MockBlender, with a transport that counts what reaches it.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use vibe_contract::*;
+use vibe_errors::Envelope;
+use vibe_exec::{Pipeline, PipelineBuilder};
+use vibe_transport::mock::{Object, ObjectData, ObjectType, Scene};
+use vibe_transport::{
+    Call, FaultPlan, Hello, MockBlender, MockTransport, SessionConfig, Transport, TransportError,
+};
+
+/// Counts the calls that reach the kernel.
+pub struct Counting {
+    pub inner: MockTransport,
+    pub calls: AtomicU64,
+}
+
+impl Counting {
+    pub fn count(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+    pub fn scene(&self) -> Scene {
+        self.inner.mock().lock().unwrap().scene().clone()
+    }
+    pub fn mock(&self) -> Arc<Mutex<MockBlender>> {
+        self.inner.mock()
+    }
+}
+
+#[async_trait]
+impl Transport for Counting {
+    fn hello(&self) -> &Hello {
+        self.inner.hello()
+    }
+    fn next_id(&self) -> u64 {
+        self.inner.next_id()
+    }
+    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
+        self.inner.configure(session).await
+    }
+    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.call(call).await
+    }
+    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
+        self.inner.cancel(id).await
+    }
+    async fn close(&self) -> Result<(), TransportError> {
+        self.inner.close().await
+    }
+}
+
+/// A person's rig in the scene, which the agent did not create.
+pub fn with_armature(mut mock: MockBlender) -> MockBlender {
+    let scene = mock.scene_mut();
+    let uid = scene.next_uid;
+    scene.next_uid += 1;
+    scene.objects.insert(
+        "Armature".into(),
+        Object::new(
+            uid,
+            "Armature",
+            ObjectType::Armature,
+            ObjectData::Armature(24),
+            "Collection",
+        ),
+    );
+    mock
+}
+
+pub fn caps(list: &[&str]) -> std::collections::BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+pub fn agreement_for(
+    hello: &Hello,
+    session: &str,
+    constraints: Option<Constraints>,
+    extra_caps: &[&str],
+) -> Agreement {
+    let mut wanted = vec!["scene.read", "scene.write", "transactions"];
+    wanted.extend_from_slice(extra_caps);
+    let host = HostProfile {
+        name: "test".into(),
+        version: "1".into(),
+        capabilities: caps(&wanted),
+        ..HostProfile::default()
+    };
+    let mut proposal = HostProposal::new(session, host);
+    proposal.constraints = constraints;
+    let mut policy = BridgePolicy::default();
+    policy
+        .capabilities
+        .extend(extra_caps.iter().map(|s| s.to_string()));
+    let mut blender = hello.blender.clone();
+    blender
+        .features
+        .extend(extra_caps.iter().map(|s| s.to_string()));
+    negotiate(&proposal, &policy, &blender, &blender_core_v1().unwrap()).unwrap()
+}
+
+pub struct Rig {
+    pub transport: Arc<Counting>,
+    pub pipeline: Pipeline,
+}
+
+pub fn builder(
+    mock: MockBlender,
+    constraints: Option<Constraints>,
+    extra_caps: &[&str],
+) -> (Arc<Counting>, PipelineBuilder) {
+    let transport = Arc::new(Counting {
+        inner: MockTransport::new(mock),
+        calls: AtomicU64::new(0),
+    });
+    let agreement = agreement_for(transport.hello(), "session-a", constraints, extra_caps);
+    let dyn_transport: Arc<dyn Transport> = transport.clone();
+    (transport, Pipeline::builder(agreement, dyn_transport))
+}
+
+pub async fn rig(mock: MockBlender) -> Rig {
+    let (transport, builder) = builder(mock, None, &[]);
+    Rig {
+        transport,
+        pipeline: builder.start().await.unwrap(),
+    }
+}
+
+pub async fn rig_with(mock: MockBlender, faults: FaultPlan, time_per_tool_ms: u64) -> Rig {
+    let constraints = Constraints {
+        time_per_tool_ms,
+        ..Constraints::default()
+    };
+    let (transport, builder) = builder(mock.with_faults(faults), Some(constraints), &[]);
+    Rig {
+        transport,
+        pipeline: builder.start().await.unwrap(),
+    }
+}
