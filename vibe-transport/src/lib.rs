@@ -73,6 +73,8 @@ mod rng;
 pub mod snapshot;
 mod transport;
 
+#[cfg(feature = "stdio")]
+pub mod kernel;
 #[cfg(feature = "mock")]
 pub mod mock;
 #[cfg(feature = "mock")]
@@ -89,6 +91,8 @@ pub use frame::{Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, Session
 pub use rng::SplitMix64;
 pub use transport::{Call, Transport};
 
+#[cfg(feature = "stdio")]
+pub use kernel::{KERNEL_FILES, write_kernel};
 #[cfg(feature = "mock")]
 pub use mock::{Fault, FaultPlan, MockBlender, MockTransport};
 #[cfg(feature = "stdio")]

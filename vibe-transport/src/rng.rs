@@ -14,3 +14,13 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 }
+
+/// A value that differs between calls in one process (for unique temporary names).
+pub fn unique_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    SplitMix64(nanos ^ COUNTER.fetch_add(1, Ordering::Relaxed)).next_u64()
+}

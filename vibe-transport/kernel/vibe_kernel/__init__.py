@@ -1,0 +1,73 @@
+"""Vibe kernel: wire protocol v1 inside Blender.
+
+As an add-on (GUI Blender) it listens on 127.0.0.1:9833 (port and token from the environment:
+VIBE_PORT, VIBE_TOKEN) and runs requests on the main thread from one persistent timer. Headless,
+run `run_kernel.py` instead (see wire.py).
+"""
+
+bl_info = {
+    "name": "Vibe kernel",
+    "author": "Vibe",
+    "version": (0, 1, 0),
+    "blender": (3, 4, 0),
+    "location": "runs in the background; see the Vibe README",
+    "description": "Lets a Vibe bridge drive this Blender safely over loopback TCP",
+    "category": "System",
+}
+
+_server = None
+
+
+def register():
+    import os
+    import queue
+    import socket
+    import threading
+    import time
+
+    import bpy
+
+    from . import wire
+
+    global _server
+    kernel = wire.Kernel()
+    wire.install_busy_handlers(kernel)
+    inbox = queue.Queue()
+    port = int(os.environ.get("VIBE_PORT", wire.DEFAULT_PORT))
+    token = os.environ.get("VIBE_TOKEN")
+    server = wire.listen("127.0.0.1", port)
+
+    def accept():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            channel = wire.open_channel(kernel, inbox, conn, token)
+            threading.Thread(target=channel.run, name="vibe-tcp", daemon=True).start()
+
+    def tick():
+        # One persistent timer drains every pending request within a budget; never a timer per
+        # command (those get lost).
+        wire.drain(kernel, inbox, deadline=time.monotonic() + wire.TICK_BUDGET_S)
+        return 0.01
+
+    threading.Thread(target=accept, name="vibe-accept", daemon=True).start()
+    bpy.app.timers.register(tick, persistent=True)
+    _server = (server, tick)
+    print("vibe-kernel add-on listening on 127.0.0.1:%d" % port)
+
+
+def unregister():
+    import bpy
+
+    global _server
+    if _server is not None:
+        server, tick = _server
+        if bpy.app.timers.is_registered(tick):
+            bpy.app.timers.unregister(tick)
+        try:
+            server.close()
+        except OSError:
+            pass
+        _server = None

@@ -1,0 +1,888 @@
+"""blender-core v1 against real bpy: one function per tool, data-first (no UI context, no
+selection), with the same semantics as MockBlender. Every tool validates everything before it
+changes anything, so a refused call leaves the scene as it was."""
+
+import math
+import os
+import tempfile
+
+import bmesh
+import bpy
+
+from .envelope import Refusal, invalid, not_found
+
+MASTER = "Scene Collection"
+MAX_NAME_BYTES = 63
+CREATED_PROP = "vibe_created_by"
+MODIFIER_TYPES = ("SUBSURF", "BEVEL", "ARRAY", "MIRROR", "SOLIDIFY")
+DEFAULT_MODIFIER_NAMES = {"SUBSURF": "Subdivision", "BEVEL": "Bevel", "ARRAY": "Array",
+                          "MIRROR": "Mirror", "SOLIDIFY": "Solidify"}
+HUMAN_ONLY = "HUMAN_ONLY"
+TOOLS = {}
+
+
+def tool(name, mutates, capability):
+    def register(fn):
+        TOOLS[name] = (fn, mutates, capability)
+        return fn
+    return register
+
+
+# ---------------------------------------------------------------- arguments
+
+def req_str(params, field):
+    value = params.get(field)
+    if not isinstance(value, str):
+        raise invalid(field, "`%s` must be a string" % field)
+    return value
+
+
+def opt_str(params, field):
+    value = params.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise invalid(field, "`%s` must be a string" % field)
+    return value
+
+
+def opt_num(params, field):
+    value = params.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise invalid(field, "`%s` must be a number" % field)
+    return float(value)
+
+
+def opt_uint(params, field):
+    value = params.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > 0xFFFFFFFF:
+        raise invalid(field, "`%s` must be a non-negative integer" % field)
+    return value
+
+
+def opt_vec(params, field, n):
+    value = params.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != n or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in value):
+        raise invalid(field, "`%s` must be %d numbers" % (field, n))
+    return [float(v) for v in value]
+
+
+def check_name(field, name):
+    if not name or len(name.encode("utf-8")) > MAX_NAME_BYTES or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise invalid(field, "`%s` must be 1-63 bytes without control characters" % field)
+
+
+def glob_match(pattern, name):
+    """`*` any run, `?` one character, everything else literal (the mock's matcher)."""
+    p, n = pattern, name
+    pi = ni = 0
+    star, mark = -1, 0
+    while ni < len(n):
+        if pi < len(p) and (p[pi] == "?" or p[pi] == n[ni]):
+            pi += 1
+            ni += 1
+        elif pi < len(p) and p[pi] == "*":
+            star, mark = pi, ni
+            pi += 1
+        elif star >= 0:
+            pi = star + 1
+            mark += 1
+            ni = mark
+        else:
+            return False
+    return all(c == "*" for c in p[pi:])
+
+
+# ---------------------------------------------------------------- scene access
+
+def scene():
+    return bpy.context.scene
+
+
+def scene_objects():
+    return sorted(scene().objects, key=lambda o: o.name)
+
+
+def collections():
+    return list(scene().collection.children_recursive)
+
+
+def find_collection(name):
+    for c in collections():
+        if c.name == name:
+            return c
+    return None
+
+
+def has_collection(name):
+    return name == MASTER or find_collection(name) is not None
+
+
+def collection_by_name(name):
+    return scene().collection if name == MASTER else find_collection(name)
+
+
+def default_collection():
+    children = list(scene().collection.children)
+    return children[0] if children else scene().collection
+
+
+def surface_materials():
+    return sorted((m for m in bpy.data.materials if not m.is_grease_pencil), key=lambda m: m.name)
+
+
+def resolve(k, field, name):
+    """The object called `name`, telling identity drift (renamed behind the session's back)
+    from a name that never existed."""
+    check_name(field, name)
+    obj = scene().objects.get(name)
+    if obj is not None:
+        k.state.seen[name] = obj.as_pointer()
+        return obj
+    pointer = k.state.seen.get(name)
+    if pointer is not None:
+        for other in scene().objects:
+            if other.as_pointer() == pointer:
+                raise Refusal("not_found", "object %r was renamed to %r outside this session" % (name, other.name),
+                              reason="identity_drift", field=field, name=name, current_name=other.name)
+    raise not_found(field, "object", name)
+
+
+def floats(values):
+    return [float(v) for v in values]
+
+
+def modifier_json(m):
+    if m.type == "SUBSURF":
+        return {"name": m.name, "type": m.type, "levels": m.levels, "render_levels": m.render_levels}
+    if m.type == "BEVEL":
+        return {"name": m.name, "type": m.type, "width": float(m.width), "segments": m.segments}
+    if m.type == "ARRAY":
+        return {"name": m.name, "type": m.type, "count": m.count}
+    if m.type == "SOLIDIFY":
+        return {"name": m.name, "type": m.type, "thickness": float(m.thickness)}
+    return {"name": m.name, "type": m.type}
+
+
+def data_json(obj):
+    if obj.type == "MESH":
+        me = obj.data
+        return {"type": "MESH", "vertices": len(me.vertices), "edges": len(me.edges),
+                "polygons": len(me.polygons), "material_slots": len(obj.material_slots)}
+    if obj.type == "LIGHT":
+        return {"type": "LIGHT", "light_type": obj.data.type}
+    if obj.type == "ARMATURE":
+        return {"type": "ARMATURE", "bones": len(obj.data.bones)}
+    return {"type": obj.type}
+
+
+def object_json(obj):
+    return {
+        "name": obj.name,
+        "type": obj.type,
+        "location": floats(obj.location),
+        "rotation_euler": floats(obj.rotation_euler),
+        "scale": floats(obj.scale),
+        "parent": obj.parent.name if obj.parent else None,
+        "collections": sorted(c.name for c in obj.users_collection),
+        "materials": [s.material.name if s.material else None for s in obj.material_slots],
+        "modifiers": [modifier_json(m) for m in obj.modifiers],
+        "data": data_json(obj),
+    }
+
+
+def principled_node(mat):
+    if not mat.node_tree:
+        return None
+    for node in mat.node_tree.nodes:
+        if node.type == "BSDF_PRINCIPLED":
+            return node
+    return None
+
+
+def principled_json(node):
+    return {"base_color": floats(node.inputs["Base Color"].default_value),
+            "metallic": float(node.inputs["Metallic"].default_value),
+            "roughness": float(node.inputs["Roughness"].default_value)}
+
+
+def collection_parent(coll):
+    for other in collections():
+        if coll.name in other.children:
+            return other.name
+    return None
+
+
+def collections_json():
+    out = []
+    for c in sorted(collections(), key=lambda c: c.name):
+        out.append({"name": c.name, "parent": collection_parent(c),
+                    "children": sorted(ch.name for ch in c.children),
+                    "objects": sorted(o.name for o in c.objects)})
+    return out
+
+
+def materials_json():
+    out = []
+    for m in surface_materials():
+        node = principled_node(m)
+        out.append({"name": m.name, "principled": principled_json(node) if node else None, "users": m.users})
+    return out
+
+
+def polygons(obj):
+    return len(obj.data.polygons) if obj.type == "MESH" else 0
+
+
+def estimate(polys, kind, levels, count, segments):
+    """The sanity estimate shared with the bridge and the mock."""
+    if kind == "SUBSURF":
+        return polys * 4 ** levels
+    if kind == "ARRAY":
+        return polys * count
+    if kind in ("MIRROR", "SOLIDIFY"):
+        return polys * 2
+    if kind == "BEVEL":
+        return polys * (segments + 1)
+    return polys
+
+
+def estimated_polygons(obj):
+    p = polygons(obj)
+    for m in obj.modifiers:
+        levels = max(m.levels, m.render_levels) if m.type == "SUBSURF" else 0
+        p = estimate(p, m.type, levels, getattr(m, "count", 1), getattr(m, "segments", 1))
+    return p
+
+
+def created_by_agent(k, obj):
+    return obj.get(CREATED_PROP) == k.state.session_id
+
+
+# ---------------------------------------------------------------- reads
+
+@tool("kernel.status", False, "scene.read")
+def kernel_status(k, params):
+    return {"state": "busy" if k.state.busy else "ready", "protocol": 1,
+            "blender_version": k.blender_version, "transaction_open": k.state.transaction is not None}
+
+
+@tool("scene.snapshot", False, "scene.read")
+def scene_snapshot(k, params):
+    return {"snapshot_version": 1, "scene": scene().name, "blender_version": k.blender_version,
+            "objects": [object_json(o) for o in scene_objects()],
+            "collections": collections_json(), "materials": materials_json()}
+
+
+@tool("scene.telemetry", False, "scene.read")
+def scene_telemetry(k, params):
+    by_type = {}
+    for o in scene().objects:
+        by_type[o.type] = by_type.get(o.type, 0) + 1
+    active = bpy.context.view_layer.objects.active
+    return {"scene": scene().name, "object_count": len(scene().objects), "objects_by_type": by_type,
+            "polygon_total": sum(polygons(o) for o in scene().objects),
+            "collections": sorted(c.name for c in collections()),
+            "materials": [m.name for m in surface_materials()],
+            "active_object": active.name if active else None,
+            "state": "busy" if k.state.busy else "ready"}
+
+
+@tool("blender.errors", False, "scene.read")
+def blender_errors(k, params):
+    limit = opt_uint(params, "limit")
+    limit = 50 if limit is None else limit
+    if not 1 <= limit <= 200:
+        raise invalid("limit", "`limit` must be 1-200")
+    entries = list(k.state.console)[-limit:]
+    return {"errors": entries, "dropped": k.state.console_dropped}
+
+
+@tool("scene.list_collections", False, "scene.read")
+def list_collections(k, params):
+    return {"collections": collections_json()}
+
+
+@tool("scene.create_collection", True, "scene.write")
+def create_collection(k, params):
+    name = req_str(params, "name")
+    check_name("name", name)
+    parent = opt_str(params, "parent")
+    if parent == MASTER:
+        parent = None
+    if parent is not None:
+        check_name("parent", parent)
+        if not has_collection(parent):
+            raise not_found("parent", "collection", parent)
+    if name == MASTER:
+        raise invalid("name", "the master collection cannot be created")
+    existing = find_collection(name)
+    if existing is not None:
+        if collection_parent(existing) != parent:
+            raise invalid("name", "collection %r exists under another parent" % name, reason="name_taken")
+        return {"name": name, "parent": parent, "created": False}
+    if name in bpy.data.collections:
+        raise invalid("name", "a collection named %r exists outside this scene" % name, reason="name_taken")
+    coll = bpy.data.collections.new(name)
+    collection_by_name(parent or MASTER).children.link(coll)
+    return {"name": coll.name, "parent": parent, "created": True}
+
+
+@tool("object.list", False, "scene.read")
+def object_list(k, params):
+    kind = opt_str(params, "type")
+    coll = opt_str(params, "collection")
+    if coll is not None and not has_collection(coll):
+        raise not_found("collection", "collection", coll)
+    out = [{"name": o.name, "type": o.type} for o in scene_objects()
+           if (kind is None or o.type == kind)
+           and (coll is None or coll in [c.name for c in o.users_collection])]
+    return {"objects": out}
+
+
+@tool("object.info", False, "scene.read")
+def object_info(k, params):
+    return object_json(resolve(k, "name", req_str(params, "name")))
+
+
+@tool("scenegraph.find", False, "scene.read")
+def scenegraph_find(k, params):
+    glob = opt_str(params, "name_glob")
+    kind = opt_str(params, "type")
+    coll = opt_str(params, "collection")
+    mat = opt_str(params, "material")
+    has_parent = params.get("has_parent")
+    if has_parent is not None and not isinstance(has_parent, bool):
+        raise invalid("has_parent", "`has_parent` must be a boolean")
+    matches = []
+    for o in scene_objects():
+        if glob is not None and not glob_match(glob, o.name):
+            continue
+        if kind is not None and o.type != kind:
+            continue
+        if coll is not None and coll not in [c.name for c in o.users_collection]:
+            continue
+        if mat is not None and mat not in [s.material.name for s in o.material_slots if s.material]:
+            continue
+        if has_parent is not None and has_parent != (o.parent is not None):
+            continue
+        matches.append(o.name)
+    return {"matches": matches}
+
+
+@tool("object.audit_identity", False, "scene.read")
+def audit_identity(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    created = created_by_agent(k, obj)
+    children = sorted(c.name for c in obj.children)
+    reasons, high = [], False
+    if obj.type == "ARMATURE":
+        high = True
+        reasons.append("an armature: deleting it breaks every mesh it deforms")
+    if obj.library is not None:
+        high = True
+        reasons.append("linked from a library")
+    if obj.override_library is not None:
+        high = True
+        reasons.append("a library override (proxy)")
+    if children:
+        high = True
+        reasons.append("has %d children" % len(children))
+    if not created:
+        reasons.append("not created by the agent in this session")
+    return {"name": obj.name, "type": obj.type, "is_proxy": obj.override_library is not None,
+            "is_linked": obj.library is not None, "created_by_agent": created, "children": children,
+            "risk": "high" if high else ("low" if created else "medium"), "risk_reasons": reasons}
+
+
+@tool("material.list", False, "scene.read")
+def material_list(k, params):
+    return {"materials": materials_json()}
+
+
+# ---------------------------------------------------------------- creation
+
+def target_collection(params):
+    coll = opt_str(params, "collection")
+    if coll is None:
+        return default_collection()
+    check_name("collection", coll)
+    if not has_collection(coll):
+        raise not_found("collection", "collection", coll)
+    return collection_by_name(coll)
+
+
+def new_object(k, params, make_data):
+    """Checks every argument, then creates the object named exactly `name`."""
+    name = req_str(params, "name")
+    check_name("name", name)
+    if name in bpy.data.objects:
+        raise invalid("name", "an object named %r exists; choose another name" % name, reason="name_taken")
+    coll = target_collection(params)
+    location = opt_vec(params, "location", 3)
+    rotation = opt_vec(params, "rotation_euler", 3)
+    scale = opt_vec(params, "scale", 3)
+    obj = bpy.data.objects.new(name, make_data(name))
+    coll.objects.link(obj)
+    if location is not None:
+        obj.location = location
+    if rotation is not None:
+        obj.rotation_euler = rotation
+    if scale is not None:
+        obj.scale = scale
+    obj[CREATED_PROP] = k.state.session_id
+    k.state.seen[obj.name] = obj.as_pointer()
+    return object_json(obj)
+
+
+def mesh_maker(primitive, size):
+    def make(name):
+        bm = bmesh.new()
+        try:
+            if primitive == "cube":
+                bmesh.ops.create_cube(bm, size=size)
+            elif primitive == "plane":
+                bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=size / 2.0)
+            elif primitive == "uv_sphere":
+                bmesh.ops.create_uvsphere(bm, u_segments=32, v_segments=16, radius=size / 2.0)
+            elif primitive == "cylinder":
+                bmesh.ops.create_cone(bm, cap_ends=True, cap_tris=False, segments=32,
+                                      radius1=size / 2.0, radius2=size / 2.0, depth=size)
+            elif primitive == "monkey":
+                bmesh.ops.create_monkey(bm)
+            me = bpy.data.meshes.new(name)
+            bm.to_mesh(me)
+            return me
+        finally:
+            bm.free()
+    return make
+
+
+PRIMITIVES = ("cube", "plane", "uv_sphere", "cylinder", "monkey")
+
+
+@tool("object.create", True, "scene.write")
+def object_create(k, params):
+    kind = req_str(params, "type")
+    primitive = opt_str(params, "primitive")
+    light_type = opt_str(params, "light_type")
+    if primitive is not None and kind != "MESH":
+        raise invalid("primitive", "`primitive` applies to MESH only")
+    if light_type is not None and kind != "LIGHT":
+        raise invalid("light_type", "`light_type` applies to LIGHT only")
+    if kind == "EMPTY":
+        make = lambda name: None  # noqa: E731
+    elif kind == "CAMERA":
+        make = lambda name: bpy.data.cameras.new(name)  # noqa: E731
+    elif kind == "LIGHT":
+        lt = light_type or "POINT"
+        if lt not in ("POINT", "SUN", "SPOT", "AREA"):
+            raise invalid("light_type", "`light_type` must be POINT, SUN, SPOT or AREA")
+        make = lambda name: bpy.data.lights.new(name, lt)  # noqa: E731
+    elif kind == "MESH":
+        if primitive is None:
+            raise invalid("primitive", "a MESH needs a `primitive`")
+        if primitive not in PRIMITIVES:
+            raise invalid("primitive", "unknown primitive %r" % primitive)
+        make = mesh_maker(primitive, 2.0)
+    else:
+        raise invalid("type", "unknown object type %r" % kind)
+    return new_object(k, params, make)
+
+
+def create_primitive(k, params, primitive):
+    size = opt_num(params, "size")
+    if size is not None and not 0.0 < size <= 1.0e4:
+        raise invalid("size", "`size` must be in (0, 10000]")
+    return new_object(k, params, mesh_maker(primitive, 2.0 if size is None else size))
+
+
+@tool("mesh.create_cube", True, "scene.write")
+def create_cube(k, params):
+    return create_primitive(k, params, "cube")
+
+
+@tool("mesh.create_plane", True, "scene.write")
+def create_plane(k, params):
+    return create_primitive(k, params, "plane")
+
+
+# ---------------------------------------------------------------- edits
+
+@tool("object.move", True, "scene.write")
+def object_move(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    location = opt_vec(params, "location", 3)
+    delta = opt_vec(params, "delta", 3)
+    if (location is None) == (delta is None):
+        raise invalid("delta", "give exactly one of `location` and `delta`")
+    if location is not None:
+        obj.location = location
+    else:
+        old = floats(obj.location)
+        obj.location = [old[i] + delta[i] for i in range(3)]
+    return object_json(obj)
+
+
+@tool("object.set_transform", True, "scene.write")
+def set_transform(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    location = opt_vec(params, "location", 3)
+    rotation = opt_vec(params, "rotation_euler", 3)
+    scale = opt_vec(params, "scale", 3)
+    if location is None and rotation is None and scale is None:
+        raise invalid("location", "give at least one of `location`, `rotation_euler`, `scale`")
+    if location is not None:
+        obj.location = location
+    if rotation is not None:
+        obj.rotation_euler = rotation
+    if scale is not None:
+        obj.scale = scale
+    return object_json(obj)
+
+
+@tool("object.rename", True, "scene.write")
+def rename(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    wanted = req_str(params, "new_name")
+    check_name("new_name", wanted)
+    old = obj.name
+    if wanted == old:
+        return {"old_name": old, "name": old}
+    obj.name = wanted  # Blender applies its unique-name rule.
+    k.state.seen.pop(old, None)
+    k.state.seen[obj.name] = obj.as_pointer()
+    return {"old_name": old, "name": obj.name}
+
+
+@tool("object.delete", True, "scene.write")
+def delete(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    children = sorted(c.name for c in obj.children)
+    if children:
+        raise invalid("name", "%r has children (%s); unparent or delete them first" % (obj.name, ", ".join(children)),
+                      children=children)
+    name, data = obj.name, obj.data
+    bpy.data.objects.remove(obj, do_unlink=True)
+    # The object's own data goes with it, so that its materials lose that user too.
+    if data is not None and data.users == 0:
+        if isinstance(data, bpy.types.Mesh):
+            bpy.data.meshes.remove(data)
+        elif isinstance(data, bpy.types.Light):
+            bpy.data.lights.remove(data)
+        elif isinstance(data, bpy.types.Camera):
+            bpy.data.cameras.remove(data)
+    k.state.seen.pop(name, None)
+    return {"deleted": name}
+
+
+@tool("object.assign_collection", True, "scene.write")
+def assign_collection(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    coll_name = req_str(params, "collection")
+    check_name("collection", coll_name)
+    if not has_collection(coll_name):
+        raise not_found("collection", "collection", coll_name)
+    mode = opt_str(params, "mode") or "move"
+    if mode not in ("move", "link"):
+        raise invalid("mode", "`mode` must be move or link")
+    target = collection_by_name(coll_name)
+    if obj.name not in target.objects:
+        target.objects.link(obj)
+    if mode == "move":
+        for c in list(obj.users_collection):
+            if c != target:
+                c.objects.unlink(obj)
+    return object_json(obj)
+
+
+@tool("object.set_parent", True, "scene.write")
+def set_parent(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    if "parent" not in params or not (params["parent"] is None or isinstance(params["parent"], str)):
+        raise invalid("parent", "`parent` must be an object name or null")
+    parent = None if params["parent"] is None else resolve(k, "parent", params["parent"])
+    if parent is not None:
+        walk = parent
+        while walk is not None:
+            if walk == obj:
+                raise invalid("parent", "parenting %r to %r would make a cycle" % (obj.name, parent.name), reason="cycle")
+            walk = walk.parent
+    obj.parent = parent
+    # The parent inverse keeps the object where it was in the world; its local transform (what
+    # the answer shows) stays as it was.
+    if parent is not None:
+        obj.matrix_parent_inverse = parent.matrix_world.inverted()
+    else:
+        obj.matrix_parent_inverse.identity()
+    return object_json(obj)
+
+
+@tool("selection.set_active_object", True, "scene.write")
+def set_active(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    bpy.context.view_layer.objects.active = obj
+    return {"active_object": obj.name}
+
+
+@tool("material.ensure_principled", True, "scene.write")
+def ensure_principled(k, params):
+    name = req_str(params, "name")
+    check_name("name", name)
+    base_color = opt_vec(params, "base_color", 4)
+    metallic = opt_num(params, "metallic")
+    roughness = opt_num(params, "roughness")
+    for field, value in (("metallic", metallic), ("roughness", roughness)):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise invalid(field, "`%s` must be in [0, 1]" % field)
+    if base_color is not None and any(not 0.0 <= v <= 1.0 for v in base_color):
+        raise invalid("base_color", "`base_color` components must be in [0, 1]")
+    mat = bpy.data.materials.get(name)
+    created = mat is None
+    if created:
+        mat = bpy.data.materials.new(name)
+    if not mat.node_tree or not getattr(mat, "use_nodes", True):
+        mat.use_nodes = True
+    node = principled_node(mat)
+    if node is None:
+        node = mat.node_tree.nodes.new("ShaderNodeBsdfPrincipled")
+        out = next((n for n in mat.node_tree.nodes if n.type == "OUTPUT_MATERIAL"), None) \
+            or mat.node_tree.nodes.new("ShaderNodeOutputMaterial")
+        mat.node_tree.links.new(node.outputs[0], out.inputs["Surface"])
+    if base_color is not None:
+        node.inputs["Base Color"].default_value = base_color
+    if metallic is not None:
+        node.inputs["Metallic"].default_value = metallic
+    if roughness is not None:
+        node.inputs["Roughness"].default_value = roughness
+    out = principled_json(node)
+    out["name"] = mat.name
+    out["created"] = created
+    return out
+
+
+def mesh_object(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    if obj.type != "MESH":
+        raise invalid("name", "%r is a %s, not a MESH" % (obj.name, obj.type))
+    return obj
+
+
+@tool("mesh.assign_material", True, "scene.write")
+def assign_material(k, params):
+    obj = mesh_object(k, params)
+    mat_name = req_str(params, "material")
+    check_name("material", mat_name)
+    mat = bpy.data.materials.get(mat_name)
+    if mat is None or mat.is_grease_pencil:
+        raise not_found("material", "material", mat_name)
+    slot = opt_uint(params, "slot")
+    slot = 0 if slot is None else slot
+    slots = len(obj.data.materials)
+    if slot > slots or slot > 31:
+        raise invalid("slot", "slot %d is past the end; the object has %d slots" % (slot, slots))
+    if slot == slots:
+        obj.data.materials.append(mat)
+    else:
+        obj.data.materials[slot] = mat
+    return object_json(obj)
+
+
+def sanity_refusal(field, value, limit):
+    return Refusal("invalid_arguments", "%s %d exceeds the sanity limit of %d" % (field, value, limit),
+                   reason="sanity_limit", field=field, limit=limit)
+
+
+@tool("modifier.add", True, "scene.write")
+def modifier_add(k, params):
+    obj = mesh_object(k, params)
+    kind = req_str(params, "modifier_type")
+    if kind not in MODIFIER_TYPES:
+        raise invalid("modifier_type", "unknown modifier type %r" % kind)
+    for field, owner in (("levels", "SUBSURF"), ("count", "ARRAY"), ("width", "BEVEL"),
+                         ("segments", "BEVEL"), ("thickness", "SOLIDIFY")):
+        if field in params and kind != owner:
+            raise invalid(field, "`%s` applies to %s only" % (field, owner))
+    requested = opt_str(params, "modifier_name")
+    if requested is not None:
+        check_name("modifier_name", requested)
+    sanity = k.state.sanity
+    levels = opt_uint(params, "levels")
+    count = opt_uint(params, "count")
+    segments = opt_uint(params, "segments")
+    width = opt_num(params, "width")
+    thickness = opt_num(params, "thickness")
+    if levels is not None and levels > sanity["max_subdivision_levels"]:
+        raise sanity_refusal("levels", levels, sanity["max_subdivision_levels"])
+    if kind == "SUBSURF" and levels is None and 2 > sanity["max_subdivision_levels"]:
+        raise sanity_refusal("levels", 2, sanity["max_subdivision_levels"])
+    if count is not None and count > sanity["max_array_count"]:
+        raise sanity_refusal("count", count, sanity["max_array_count"])
+    if segments is not None and segments > sanity["max_bevel_segments"]:
+        raise sanity_refusal("segments", segments, sanity["max_bevel_segments"])
+    eff_levels = levels if levels is not None else 2
+    total = estimate(estimated_polygons(obj), kind, eff_levels, 2 if count is None else count,
+                     1 if segments is None else segments)
+    if total > sanity["max_polygons"]:
+        raise Refusal("invalid_arguments", "the modifier would give about %d polygons, over the budget of %d"
+                      % (total, sanity["max_polygons"]), reason="sanity_limit", field="modifier_type",
+                      limit=sanity["max_polygons"], estimate=total)
+    m = obj.modifiers.new(requested or DEFAULT_MODIFIER_NAMES[kind], kind)
+    if levels is not None:
+        m.levels = levels
+        m.render_levels = levels
+    if count is not None:
+        m.count = count
+    if segments is not None:
+        m.segments = segments
+    if width is not None:
+        m.width = width
+    if thickness is not None:
+        m.thickness = thickness
+    return object_json(obj)
+
+
+@tool("modifier.remove", True, "scene.write")
+def modifier_remove(k, params):
+    obj = resolve(k, "name", req_str(params, "name"))
+    name = req_str(params, "modifier_name")
+    m = obj.modifiers.get(name)
+    if m is None:
+        raise not_found("modifier_name", "modifier", name)
+    obj.modifiers.remove(m)
+    return object_json(obj)
+
+
+# ---------------------------------------------------------------- transactions
+
+def tx_misuse(rule, message, **details):
+    return Refusal("contract_violation", message, rule=rule, **details)
+
+
+@tool("transaction.begin", True, "transactions")
+def tx_begin(k, params):
+    opt_str(params, "label")
+    if k.state.transaction is not None:
+        raise tx_misuse("transaction_open", "transaction %s is open; transactions do not nest"
+                        % k.state.transaction[0], transaction=k.state.transaction[0])
+    k.state.transactions_started += 1
+    tx_id = "tx-%d" % k.state.transactions_started
+    # Undo does not run headless, so a transaction is a snapshot of the whole file.
+    path = os.path.join(tempfile.mkdtemp(prefix="vibe-tx-"), "snapshot.blend")
+    k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False))
+    k.state.transaction = (tx_id, path)
+    return {"transaction": tx_id}
+
+
+def take_transaction(k, action):
+    if k.state.transaction is None:
+        raise tx_misuse("no_transaction", "%s without an open transaction" % action)
+    tx = k.state.transaction
+    k.state.transaction = None
+    return tx
+
+
+@tool("transaction.commit", True, "transactions")
+def tx_commit(k, params):
+    tx_id, path = take_transaction(k, "commit")
+    remove_snapshot(path)
+    return {"transaction": tx_id, "committed": True}
+
+
+@tool("transaction.rollback", True, "transactions")
+def tx_rollback(k, params):
+    tx_id, path = take_transaction(k, "rollback")
+    active = bpy.context.view_layer.objects.active
+    active_name = active.name if active else None
+    k.file_op(lambda: bpy.ops.wm.open_mainfile(filepath=path, load_ui=False))
+    remove_snapshot(path)
+    # Pointers change with the reload; names are what the session knows objects by.
+    k.state.seen = {o.name: o.as_pointer() for o in scene().objects if o.name in k.state.seen}
+    if active_name and active_name in scene().objects:
+        bpy.context.view_layer.objects.active = scene().objects[active_name]
+    return {"transaction": tx_id, "rolled_back": True}
+
+
+def remove_snapshot(path):
+    try:
+        os.remove(path)
+        os.rmdir(os.path.dirname(path))
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------- files
+
+def sandbox_path(k, relative):
+    """The same rules as the bridge's sandbox guard, enforced again here."""
+    root = k.state.sandbox
+    if not root:
+        raise Refusal("contract_violation", "this session has no sandbox folder", reason="sandbox", field="path")
+    ok_chars = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._- /")
+    parts = relative.split("/")
+    if (not relative or len(relative) > 255 or any(c not in ok_chars for c in relative) or relative.startswith("/")
+            or any(p in ("", ".", "..") or p.upper() == HUMAN_ONLY for p in parts)):
+        raise Refusal("contract_violation", "path %r is not a portable path inside the sandbox" % relative,
+                      reason="sandbox", field="path")
+    root = os.path.realpath(root)
+    full = os.path.join(root, *parts)
+    existing = full
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.realpath(existing).startswith(root) or os.path.islink(full):
+        raise Refusal("contract_violation", "path %r resolves outside the sandbox" % relative,
+                      reason="sandbox", field="path")
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    return full
+
+
+@tool("file.save", True, "file.write")
+def file_save(k, params):
+    path = sandbox_path(k, req_str(params, "path"))
+    k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False))
+    return {"path": params["path"], "bytes": os.path.getsize(path)}
+
+
+@tool("render.still", True, "render")
+def render_still(k, params):
+    relative = req_str(params, "path")
+    width = opt_uint(params, "width") or 320
+    height = opt_uint(params, "height") or 240
+    samples = opt_uint(params, "samples") or 8
+    seed = opt_uint(params, "seed") or 0
+    if not (16 <= width <= 1024 and 16 <= height <= 1024 and 1 <= samples <= 64):
+        raise invalid("width", "width and height must be 16-1024, samples 1-64")
+    path = sandbox_path(k, relative)
+    sc = scene()
+    if sc.camera is None:
+        raise Refusal("invalid_arguments", "the scene has no camera to render from", field="path")
+    r = sc.render
+    saved = (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
+             sc.cycles.samples, sc.cycles.seed, sc.cycles.device)
+    try:
+        r.engine = "CYCLES"
+        sc.cycles.device = "CPU"
+        sc.cycles.samples = samples
+        sc.cycles.seed = seed
+        r.resolution_x, r.resolution_y, r.resolution_percentage = width, height, 100
+        r.filepath = path
+        r.image_settings.file_format = "PNG"
+        bpy.ops.render.render(write_still=True)
+    finally:
+        (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
+         sc.cycles.samples, sc.cycles.seed, sc.cycles.device) = saved
+    return {"path": relative, "width": width, "height": height, "seed": seed}
+
+
+@tool("python.exec", True, "code_exec")
+def python_exec(k, params):
+    # This kernel does not offer `code_exec` in its hello, so the capability check refuses
+    # python.exec before it gets here; the code runner is not part of this kernel version.
+    raise Refusal("capability_missing", "this kernel does not run agent code", capability="code_exec")

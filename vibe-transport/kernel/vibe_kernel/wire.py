@@ -1,0 +1,308 @@
+"""Wire protocol v1 (see PROTOCOL.md beside the crate): frames, hello, auth, and the loops that
+feed calls to Blender's main thread one at a time, in arrival order.
+
+Three ways to run, one dispatcher:
+  * stdio  - `blender -b --python run_kernel.py -- --stdio`, or `python run_kernel.py --stdio`
+             with the bpy module. Frames go out on a duplicate of fd 1; fd 1 itself is pointed at
+             stderr, so Blender's own prints never corrupt the frame stream.
+  * tcp    - the same, listening on 127.0.0.1 (default port 9833) with a token.
+  * add-on - in GUI Blender: a server thread queues frames, and ONE persistent timer drains the
+             queue on the main thread within a time budget per tick.
+"""
+
+import hmac
+import json
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+
+import bpy
+
+from . import tools
+from .envelope import Refusal, err, from_exception, ok
+from .state import KernelState
+
+PROTOCOL = 1
+KERNEL_VERSION = "0.1.0"
+DEFAULT_PORT = 9833
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+TICK_BUDGET_S = 0.02
+
+
+def blender_version():
+    return "%d.%d.%d" % tuple(bpy.app.version[:3])
+
+
+def offered_features():
+    features = {"scene.read", "scene.write", "transactions", "file.write"}
+    engines = [item.identifier for item in bpy.types.RenderSettings.bl_rna.properties["engine"].enum_items]
+    if "CYCLES" in engines:
+        features.add("render")
+    return features
+
+
+class Kernel:
+    """Executes frames on Blender's main thread."""
+
+    def __init__(self):
+        self.blender_version = blender_version()
+        self.state = KernelState(offered_features())
+        self.cancelled = set()
+        self.lock = threading.Lock()
+
+    def hello(self, auth_required):
+        build = bpy.app.build_hash
+        build = build.decode() if isinstance(build, bytes) else str(build)
+        return {"type": "hello", "protocol": PROTOCOL, "kernel": "vibe-kernel", "kernel_version": KERNEL_VERSION,
+                "blender": {"version": self.blender_version, "build_hash": build, "platform": sys.platform,
+                            "background": bool(bpy.app.background), "features": sorted(self.state.features)},
+                "auth_required": auth_required, "max_frame_bytes": MAX_FRAME_BYTES}
+
+    def file_op(self, operation):
+        """Runs a file load or save; the kernel is busy meanwhile (handlers also catch the user's)."""
+        self.state.busy += 1
+        try:
+            result = operation()
+            if "FINISHED" not in result:
+                raise RuntimeError("the file operation did not finish: %s" % sorted(result))
+        finally:
+            self.state.busy = 0
+
+    def call(self, name, params):
+        entry = tools.TOOLS.get(name)
+        if entry is None:
+            return err("contract_violation", "unknown tool %r" % name, tool=name)
+        fn, mutates, capability = entry
+        if not isinstance(params, dict):
+            return err("invalid_arguments", "params must be an object", field="params")
+        needed = {capability, "file.write"} if name == "render.still" else {capability}
+        missing = sorted(needed - self.state.capabilities)
+        if missing:
+            return err("capability_missing", "%s needs capability %r, which this session does not have"
+                       % (name, missing[0]), capability=missing[0])
+        if mutates and self.state.busy:
+            return err("contract_violation", "Blender is loading or saving a file; wait until kernel.status says ready",
+                       reason="busy")
+        try:
+            return ok(fn(self, params))
+        except Refusal as refusal:
+            return err(refusal.code, refusal.message, **refusal.details)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an envelope
+            envelope = from_exception(exc)
+            self.state.log_console(name, envelope["error"]["message"])
+            return envelope
+
+    def handle(self, frame):
+        """The answer frame to one request frame (None for frames without an answer)."""
+        kind = frame.get("type")
+        if kind == "call":
+            call_id = frame.get("id")
+            with self.lock:
+                cancelled = call_id in self.cancelled
+                self.cancelled.discard(call_id)
+            if cancelled:
+                envelope = err("timeout", "%s was cancelled before it started" % frame.get("tool"),
+                               cancelled=True, partial_effects="none: the call never started")
+            else:
+                envelope = self.call(frame.get("tool"), frame.get("params", {}))
+            return {"type": "result", "id": call_id, "envelope": envelope}
+        if kind == "configure":
+            return {"type": "result", "id": frame.get("id"), "envelope": ok(self.state.configure(frame.get("session", {})))}
+        return None
+
+    def cancel(self, call_id):
+        with self.lock:
+            self.cancelled.add(call_id)
+
+
+def protocol_error(message):
+    return {"type": "error", "error": {"code": "contract_violation", "message": message,
+                                       "details": {"reason": "contract_violation"}}}
+
+
+def encode(frame):
+    return (json.dumps(frame, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+
+
+class Channel:
+    """One connection: reads frames on a thread into the kernel's queue, writes answers."""
+
+    def __init__(self, kernel, inbox, reader, write, token=None):
+        self.kernel, self.inbox, self.reader, self.write_bytes, self.token = kernel, inbox, reader, write, token
+        self.write_lock = threading.Lock()
+        self.closed = False
+
+    def send(self, frame):
+        data = encode(frame)
+        with self.write_lock:
+            if not self.closed:
+                self.write_bytes(data)
+
+    def read_frame(self):
+        line = self.reader.readline(MAX_FRAME_BYTES + 1)
+        if not line:
+            return None
+        if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
+            raise ValueError("frame exceeds %d bytes" % MAX_FRAME_BYTES)
+        frame = json.loads(line.decode("utf-8"))
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            raise ValueError("a frame must be a JSON object with a type")
+        return frame
+
+    def run(self):
+        """The reader thread: hello, auth, then frames into the queue until bye or end."""
+        try:
+            self.send(self.kernel.hello(self.token is not None))
+            if self.token is not None:
+                frame = self.read_frame()
+                given = frame.get("token", "") if frame and frame.get("type") == "auth" else ""
+                if not hmac.compare_digest(str(given).encode(), self.token.encode()):
+                    self.send({"type": "error", "error": {"code": "contract_violation",
+                                                          "message": "authentication failed: a valid token is required",
+                                                          "details": {"reason": "security_block"}}})
+                    return
+                self.send({"type": "auth_ok"})
+            while True:
+                frame = self.read_frame()
+                if frame is None or frame.get("type") == "bye":
+                    return
+                if frame.get("type") == "cancel":
+                    self.kernel.cancel(frame.get("id"))
+                elif frame.get("type") in ("call", "configure"):
+                    self.inbox.put((self, frame))
+                else:
+                    self.send(protocol_error("unexpected frame type %r" % frame.get("type")))
+                    return
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.send(protocol_error("malformed frame: %s" % exc))
+        except OSError:
+            pass
+        finally:
+            self.inbox.put((self, None))
+
+
+def drain(kernel, inbox, deadline=None):
+    """Runs queued frames on the calling (main) thread; returns False once a channel ended and
+    the caller should stop (headless), else True. `deadline` bounds the time spent (add-on)."""
+    while True:
+        try:
+            timeout = None if deadline is None else 0
+            channel, frame = inbox.get(timeout=timeout) if deadline is None else inbox.get_nowait()
+        except queue.Empty:
+            return True
+        if frame is None:
+            channel.closed = True
+            return False
+        answer = kernel.handle(frame)
+        if answer is not None:
+            try:
+                channel.send(answer)
+            except OSError:
+                channel.closed = True
+        if deadline is not None and time.monotonic() >= deadline:
+            return True
+
+
+def serve_stdio(kernel):
+    frames_fd = os.dup(1)
+    os.dup2(2, 1)  # Blender's C-level prints now go to stderr, off the frame stream.
+    sys.stdout = sys.stderr
+    out = os.fdopen(frames_fd, "wb", buffering=0)
+    inbox = queue.Queue()
+
+    def write(data):
+        out.write(data)
+        out.flush()
+
+    channel = Channel(kernel, inbox, sys.stdin.buffer, write)
+    threading.Thread(target=channel.run, name="vibe-stdio", daemon=True).start()
+    while drain(kernel, inbox):
+        pass
+
+
+def listen(host, port):
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((host, port))
+    server.listen(4)
+    return server
+
+
+def open_channel(kernel, inbox, conn, token):
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return Channel(kernel, inbox, conn.makefile("rb"), conn.sendall, token)
+
+
+def serve_tcp(kernel, host, port, token, once=False):
+    """Headless TCP: one session at a time, served on the main thread."""
+    server = listen(host, port)
+    print("vibe-kernel listening on %s:%d" % server.getsockname()[:2], file=sys.stderr, flush=True)
+    while True:
+        conn, _ = server.accept()
+        inbox = queue.Queue()
+        channel = open_channel(kernel, inbox, conn, token)
+        threading.Thread(target=channel.run, name="vibe-tcp", daemon=True).start()
+        while drain(kernel, inbox):
+            pass
+        conn.close()
+        if once:
+            return
+
+
+def install_busy_handlers(kernel):
+    """Loads and saves started by a person (GUI) make the kernel busy too."""
+    def busy(*_):
+        kernel.state.busy += 1
+
+    def ready(*_):
+        kernel.state.busy = max(0, kernel.state.busy - 1)
+
+    for name, fn in (("load_pre", busy), ("load_post", ready), ("save_pre", busy), ("save_post", ready),
+                     ("load_post_fail", ready), ("save_post_fail", ready)):
+        handlers = getattr(bpy.app.handlers, name, None)
+        if handlers is not None:
+            handlers.append(fn)
+
+
+def parse_args(argv):
+    options = {"mode": None, "host": "127.0.0.1", "port": DEFAULT_PORT, "token": os.environ.get("VIBE_TOKEN"),
+               "factory": False, "once": False}
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--stdio":
+            options["mode"] = "stdio"
+        elif arg == "--tcp":
+            options["mode"] = "tcp"
+            if args and not args[0].startswith("--"):
+                host, _, port = args.pop(0).rpartition(":")
+                options["host"], options["port"] = host or "127.0.0.1", int(port)
+        elif arg == "--token-file":
+            with open(args.pop(0), encoding="utf-8") as f:
+                options["token"] = f.read().strip()
+        elif arg == "--factory":
+            options["factory"] = True
+        elif arg == "--once":
+            options["once"] = True
+        else:
+            raise SystemExit("vibe-kernel: unknown argument %r" % arg)
+    if options["mode"] is None:
+        raise SystemExit("usage: run_kernel.py (--stdio | --tcp [HOST:PORT] [--token-file F] [--once]) [--factory]")
+    return options
+
+
+def main(argv):
+    options = parse_args(argv)
+    if options["factory"]:
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+    kernel = Kernel()
+    install_busy_handlers(kernel)
+    if options["mode"] == "stdio":
+        serve_stdio(kernel)
+    else:
+        if options["host"] not in ("127.0.0.1", "localhost", "::1") and not options["token"]:
+            raise SystemExit("vibe-kernel: refusing to listen beyond loopback without a token")
+        serve_tcp(kernel, options["host"], options["port"], options["token"], once=options["once"])

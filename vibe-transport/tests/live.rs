@@ -1,0 +1,158 @@
+//! Live Blender: the shared conformance scenarios against real Blenders, which must produce
+//! exactly the outcomes MockBlender produces (`tests/conformance/*.expected.json`).
+//!
+//! Opt-in: `VIBE_LIVE=1`, with `VIBE_BPY_PYTHON` (a Python with the bpy module) and
+//! `VIBE_BLENDER` (a `blender` binary). Without `VIBE_LIVE=1` each test says it was skipped and
+//! passes; with it, a missing Blender is a failure.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use vibe_transport::conformance::{Outcome, Scenario, load_dir, run};
+use vibe_transport::{
+    StdioOptions, StdioTransport, TcpOptions, TcpTransport, Transport, write_kernel,
+};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn live(what: &str) -> bool {
+    let on = std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1");
+    if !on {
+        // Straight to stderr, past the test harness's capture, so the skip is seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED live test ({what}): set VIBE_LIVE=1 to run it against a real Blender"
+        );
+    }
+    on
+}
+
+fn required(var: &str) -> PathBuf {
+    let value = std::env::var_os(var).unwrap_or_else(|| {
+        panic!("VIBE_LIVE=1 but {var} is not set: a missing Blender is a failure")
+    });
+    let path = PathBuf::from(value);
+    assert!(path.exists(), "{var}={} does not exist", path.display());
+    path
+}
+
+fn scenarios() -> (PathBuf, Vec<Scenario>) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance");
+    let scenarios = load_dir(&dir).unwrap();
+    (dir, scenarios)
+}
+
+fn expected(dir: &std::path::Path, scenario: &Scenario) -> Outcome {
+    serde_json::from_str(
+        &std::fs::read_to_string(dir.join(format!("{}.expected.json", scenario.name))).unwrap(),
+    )
+    .unwrap()
+}
+
+fn compare(target: &str, scenario: &Scenario, got: &Outcome, want: &Outcome) {
+    for (i, (g, w)) in got.steps.iter().zip(&want.steps).enumerate() {
+        assert_eq!(
+            g, w,
+            "{target}: {} step {i} ({}) differs from MockBlender",
+            scenario.name, scenario.steps[i].call
+        );
+    }
+    assert_eq!(got.steps.len(), want.steps.len());
+    assert_eq!(
+        got.scene, want.scene,
+        "{target}: {} final scene fingerprint differs from MockBlender",
+        scenario.name
+    );
+}
+
+#[tokio::test]
+async fn live_bpy_headless_over_stdio_agrees_with_the_mock() {
+    if !live("bpy 5.0.1 headless over stdio") {
+        return;
+    }
+    let python = required("VIBE_BPY_PYTHON");
+    let (dir, scenarios) = scenarios();
+    for scenario in &scenarios {
+        let transport = StdioTransport::spawn(StdioOptions::bpy_python(&python).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(transport.hello().blender.version.major, 5);
+        let outcome = run(&transport, scenario, DEADLINE)
+            .await
+            .unwrap_or_else(|e| panic!("bpy: {e}\nconsole: {:?}", transport.console()));
+        compare(
+            "bpy 5.0.1 (stdio)",
+            scenario,
+            &outcome,
+            &expected(&dir, scenario),
+        );
+        transport.close().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn live_blender_headless_over_tcp_agrees_with_the_mock() {
+    if !live("blender -b over TCP") {
+        return;
+    }
+    let blender = required("VIBE_BLENDER");
+    let (dir, scenarios) = scenarios();
+    let work = std::env::temp_dir().join(format!("vibe-live-tcp-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let script = write_kernel(&work).unwrap();
+    let token_file = work.join("token");
+    std::fs::write(&token_file, "live-test-token").unwrap();
+    for scenario in &scenarios {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new(&blender)
+            .args([
+                "-b",
+                "--factory-startup",
+                "--python-exit-code",
+                "1",
+                "--python",
+            ])
+            .arg(&script)
+            .args(["--", "--tcp", &format!("127.0.0.1:{port}"), "--token-file"])
+            .arg(&token_file)
+            .arg("--once")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut options = TcpOptions::new(format!("127.0.0.1:{port}").parse().unwrap())
+            .with_token("live-test-token");
+        options.handshake.deadline = Duration::from_secs(10);
+        let mut transport = None;
+        for _ in 0..120 {
+            match TcpTransport::connect(options.clone()).await {
+                Ok(t) => {
+                    transport = Some(t);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+        let transport = transport.expect("the Blender kernel did not start listening within 30 s");
+        let outcome = run(&transport, scenario, DEADLINE).await.unwrap();
+        compare(
+            &format!("Blender {} -b (tcp)", transport.hello().blender.version),
+            scenario,
+            &outcome,
+            &expected(&dir, scenario),
+        );
+        transport.close().await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while child.try_wait().ok().flatten().is_none() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        let _ = child.kill();
+    }
+}
