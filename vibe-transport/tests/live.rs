@@ -154,5 +154,85 @@ async fn live_blender_headless_over_tcp_agrees_with_the_mock() {
         })
         .await;
         let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Kills a process group (the GUI Blender and its xvfb-run wrapper) without unsafe code.
+fn kill_group(pgid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", "--", &format!("-{pgid}")])
+        .status();
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .status();
+}
+
+#[tokio::test]
+async fn live_blender_gui_addon_under_xvfb_agrees_with_the_mock() {
+    use std::os::unix::process::CommandExt;
+    if !live("GUI Blender add-on under xvfb-run over TCP") {
+        return;
+    }
+    let blender = required("VIBE_BLENDER");
+    let (dir, scenarios) = scenarios();
+    let work = std::env::temp_dir().join(format!("vibe-live-gui-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    write_kernel(&work).unwrap();
+    let register = format!(
+        "import sys; sys.path.insert(0, {:?}); import vibe_kernel; vibe_kernel.register()",
+        work.display().to_string()
+    );
+    for scenario in &scenarios {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new("xvfb-run")
+            .args(["-a", "-s", "-screen 0 1280x800x24"])
+            .arg(&blender)
+            .args(["--factory-startup", "--python-expr", &register])
+            .env("VIBE_PORT", port.to_string())
+            .env("VIBE_TOKEN", "gui-test-token")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("xvfb-run must be installed for the GUI live test");
+        let mut options = TcpOptions::new(format!("127.0.0.1:{port}").parse().unwrap())
+            .with_token("gui-test-token");
+        options.handshake.deadline = Duration::from_secs(10);
+        let mut transport = None;
+        for _ in 0..240 {
+            match TcpTransport::connect(options.clone()).await {
+                Ok(t) => {
+                    transport = Some(t);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+        let Some(transport) = transport else {
+            kill_group(child.id());
+            let _ = child.wait();
+            panic!("the GUI add-on did not start listening within 60 s");
+        };
+        assert!(
+            !transport.hello().blender.background,
+            "the add-on runs in GUI Blender"
+        );
+        let outcome = run(&transport, scenario, DEADLINE).await;
+        transport.close().await.unwrap();
+        kill_group(child.id());
+        let _ = child.wait();
+        let outcome = outcome.unwrap();
+        compare(
+            "Blender GUI add-on (tcp)",
+            scenario,
+            &outcome,
+            &expected(&dir, scenario),
+        );
     }
 }

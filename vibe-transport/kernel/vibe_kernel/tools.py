@@ -648,7 +648,8 @@ def ensure_principled(k, params):
     created = mat is None
     if created:
         mat = bpy.data.materials.new(name)
-    if not mat.node_tree or not getattr(mat, "use_nodes", True):
+    # Blender 5 materials always use nodes (`use_nodes` is deprecated there); older ones may not.
+    if mat.node_tree is None or (bpy.app.version < (5, 0, 0) and not mat.use_nodes):
         mat.use_nodes = True
     node = principled_node(mat)
     if node is None:

@@ -1,0 +1,138 @@
+"""Kernel unit tests, run inside a real Blender:
+
+    python -m unittest discover -s vibe-transport/kernel/tests      (a Python with bpy)
+    blender -b --factory-startup --python-exit-code 1 --python vibe-transport/kernel/tests/run_in_blender.py
+"""
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bpy  # noqa: E402
+
+from vibe_kernel import tools  # noqa: E402
+from vibe_kernel.envelope import sanitize  # noqa: E402
+from vibe_kernel.wire import Kernel  # noqa: E402
+
+
+class KernelTest(unittest.TestCase):
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+
+    def call(self, tool, **params):
+        return self.k.call(tool, params)
+
+    def ok(self, tool, **params):
+        answer = self.call(tool, **params)
+        self.assertTrue(answer["ok"], "%s %r: %r" % (tool, params, answer))
+        return answer["result"]
+
+    def refused(self, tool, code, **params):
+        answer = self.call(tool, **params)
+        self.assertFalse(answer["ok"], "%s %r succeeded" % (tool, params))
+        self.assertEqual(answer["error"]["code"], code, answer)
+        return answer["error"]
+
+    def snapshot(self):
+        return self.ok("scene.snapshot")
+
+    def test_globs_and_message_hygiene(self):
+        self.assertTrue(tools.glob_match("C*", "Cube"))
+        self.assertTrue(tools.glob_match("C?be", "Cube"))
+        self.assertFalse(tools.glob_match("[C]ube", "Cube"))
+        text = 'Traceback (most recent call last):\n  File "/home/ann/x.py", line 3, in run\n    boom()\nRuntimeError: cannot open /home/ann/a.blend'
+        self.assertEqual(sanitize(text), "RuntimeError: cannot open a.blend")
+
+    def test_names_follow_blenders_rules(self):
+        self.assertEqual(self.refused("mesh.create_cube", "invalid_arguments", name="Cube")["details"]["reason"], "name_taken")
+        self.ok("mesh.create_cube", name="Box")
+        self.assertEqual(self.ok("object.rename", name="Box", new_name="Cube")["name"], "Cube.001")
+
+    def test_a_refused_call_leaves_the_scene_as_it_was(self):
+        before = self.snapshot()
+        error = self.refused("modifier.add", "invalid_arguments", name="Cube", modifier_type="SUBSURF", levels=6)
+        self.assertEqual(error["details"]["reason"], "sanity_limit")
+        self.refused("object.set_parent", "invalid_arguments", name="Cube", parent="Cube")
+        self.refused("object.move", "invalid_arguments", name="Cube", location=[1, 1, 1], delta=[1, 1, 1])
+        self.assertEqual(self.snapshot(), before)
+
+    def test_a_rolled_back_transaction_restores_the_scene_exactly(self):
+        before = self.snapshot()
+        self.ok("transaction.begin")
+        self.assertEqual(self.refused("transaction.begin", "contract_violation")["details"]["rule"], "transaction_open")
+        self.ok("mesh.create_plane", name="Draft")
+        self.ok("object.move", name="Cube", delta=[1, 2, 3])
+        self.ok("material.ensure_principled", name="Glass", metallic=0.5)
+        self.ok("transaction.rollback")
+        self.assertEqual(self.snapshot(), before)
+        self.assertEqual(self.refused("transaction.commit", "contract_violation")["details"]["rule"], "no_transaction")
+
+    def test_identity_drift_is_told_from_a_typo(self):
+        self.ok("object.info", name="Cube")
+        bpy.data.objects["Cube"].name = "Hero"  # a person renames it
+        error = self.refused("object.info", "not_found", name="Cube")
+        self.assertEqual((error["details"]["reason"], error["details"]["current_name"]), ("identity_drift", "Hero"))
+        self.assertNotIn("reason", self.refused("object.info", "not_found", name="Cuube")["details"])
+
+    def test_busy_refuses_mutations_and_serves_reads(self):
+        self.k.state.busy = 1
+        self.assertEqual(self.refused("object.move", "contract_violation", name="Cube", delta=[1, 0, 0])["details"]["reason"], "busy")
+        self.assertEqual(self.ok("kernel.status")["state"], "busy")
+        self.k.state.busy = 0
+        self.ok("object.move", name="Cube", delta=[1, 0, 0])
+
+    def test_capabilities_are_enforced_here_too(self):
+        self.refused("file.save", "capability_missing", path="a.blend")
+        answer = self.k.call("python.exec", {"code": "print(1)"})
+        self.assertEqual(answer["error"]["code"], "capability_missing")
+        self.refused("object.teleport", "contract_violation")
+
+    def test_the_sandbox_is_enforced_here_too(self):
+        sandbox = tempfile.mkdtemp(prefix="vibe-sandbox-")
+        os.makedirs(os.path.join(sandbox, "HUMAN_ONLY"))
+        self.k.state.configure({"session_id": "t", "capabilities": ["scene.read", "scene.write", "file.write"],
+                                "sandbox": sandbox})
+        for bad in ("../x.blend", "/tmp/x.blend", "HUMAN_ONLY/x.blend", "human_only/x.blend", "a/../../x.blend"):
+            self.assertEqual(self.refused("file.save", "contract_violation", path=bad)["details"]["reason"], "sandbox", bad)
+        saved = self.ok("file.save", path="out/scene.blend")
+        self.assertGreater(saved["bytes"], 0)
+        self.assertTrue(os.path.exists(os.path.join(sandbox, "out", "scene.blend")))
+
+    def test_deleting_an_object_removes_its_own_data(self):
+        self.ok("mesh.create_cube", name="Crate")
+        self.ok("material.ensure_principled", name="Wood")
+        self.ok("mesh.assign_material", name="Crate", material="Wood")
+        self.ok("object.delete", name="Crate")
+        wood = [m for m in self.ok("material.list")["materials"] if m["name"] == "Wood"][0]
+        self.assertEqual(wood["users"], 0)
+
+    def test_unexpected_exceptions_become_clean_envelopes_and_reach_the_console(self):
+        original = tools.TOOLS["object.info"]
+
+        def broken(k, params):
+            raise RuntimeError("exploded in /home/ann/secret/file.py")
+
+        tools.TOOLS["object.info"] = (broken, False, "scene.read")
+        try:
+            error = self.refused("object.info", "execution_failed", name="Cube")
+        finally:
+            tools.TOOLS["object.info"] = original
+        self.assertNotIn("/home/ann", error["message"])
+        self.assertEqual(self.ok("blender.errors", limit=5)["errors"][-1]["source"], "object.info")
+
+    def test_created_objects_are_known_across_renames(self):
+        self.k.state.configure({"session_id": "s-1", "capabilities": ["scene.read", "scene.write"]})
+        self.ok("object.create", name="Pivot", type="EMPTY")
+        self.ok("object.rename", name="Pivot", new_name="Anchor")
+        self.assertTrue(self.ok("object.audit_identity", name="Anchor")["created_by_agent"])
+        self.assertFalse(self.ok("object.audit_identity", name="Cube")["created_by_agent"])
+        self.k.state.configure({"session_id": "s-2", "capabilities": ["scene.read", "scene.write"]})
+        self.assertFalse(self.ok("object.audit_identity", name="Anchor")["created_by_agent"])
+
+
+if __name__ == "__main__":
+    unittest.main()
