@@ -343,6 +343,31 @@ impl ErrorBody {
         self
     }
 
+    /// Fills in what an agent needs that a peer left out: the message is sanitized again, and
+    /// `class`, `retryable` and `recovery` are added from the reason (or the code) when absent.
+    /// Kernels may send bare errors; the bridge completes them with this.
+    pub fn with_guidance(mut self) -> ErrorBody {
+        self.message = sanitize_message(&self.message);
+        let (class, retryable, recovery) = match self.reason().and_then(|r| r.entry()) {
+            Some(row) => (row.class, row.retryable, row.recovery),
+            None => (
+                self.code.default_class(),
+                self.code.default_retryable(),
+                self.code.default_recovery(),
+            ),
+        };
+        self.details
+            .entry("class")
+            .or_insert_with(|| class_value(class));
+        self.details
+            .entry("retryable")
+            .or_insert(Value::Bool(retryable));
+        self.details
+            .entry("recovery")
+            .or_insert_with(|| recovery_value(recovery));
+        self
+    }
+
     /// Adds or replaces one detail.
     pub fn with_detail(mut self, key: impl Into<String>, value: impl Into<Value>) -> ErrorBody {
         self.details.insert(key.into(), value.into());

@@ -170,3 +170,18 @@ fn macro_context_and_reason_defaults() {
     assert_eq!(other.reason(), Some(Reason::Other("gone".into())));
     assert_eq!(other.class(), FailureClass::E3);
 }
+
+#[test]
+fn guidance_completes_bare_errors_from_peers() {
+    let bare = Envelope::from_slice(br#"{"ok":false,"error":{"code":"not_found","message":"Traceback (most recent call last):\nKeyError: 'X'","details":{"reason":"identity_drift","field":"name"}}}"#).unwrap();
+    let completed = bare.error().unwrap().clone().with_guidance();
+    assert_eq!(completed.message, "KeyError: 'X'");
+    assert_eq!(completed.details["class"], "E3");
+    assert_eq!(completed.details["recovery"], "inspect_scene");
+    assert_eq!(completed.details["retryable"], true);
+    // What a peer did say is kept.
+    let kept = ErrorBody::new(ErrorCode::Timeout, "late")
+        .with_detail("recovery", "ask_human")
+        .with_guidance();
+    assert_eq!(kept.details["recovery"], "ask_human");
+}

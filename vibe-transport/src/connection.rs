@@ -284,6 +284,9 @@ impl Connection {
                 seal(&mut result);
                 Envelope::Ok(result)
             }
+            // Kernels may send bare errors: complete them (class, retryable, recovery) and
+            // sanitize the message again, so every backend answers alike.
+            Envelope::Err(error) => Envelope::Err(error.with_guidance()),
             other => other,
         })
     }
