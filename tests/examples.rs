@@ -39,3 +39,147 @@ fn quickstart_runs_an_agent_session_on_the_mock() {
         );
     }
 }
+
+/// Says on the terminal (past the harness's capture) that an opt-in test was skipped.
+fn skipped(what: &str, how: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {what}: {how}");
+}
+
+#[test]
+fn mcp_server_speaks_mcp_over_stdio() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(example("mcp_server"))
+        .arg("--mock")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut rpc = |message: serde_json::Value, answer: bool| -> serde_json::Value {
+        writeln!(stdin, "{message}").unwrap();
+        if !answer {
+            return serde_json::Value::Null;
+        }
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("{e}: {line:?} (stdout must carry JSON-RPC only)"))
+    };
+    let init = rpc(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+        true,
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "vibe-blender");
+    rpc(
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        false,
+    );
+    let tools = rpc(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        true,
+    );
+    let tools = tools["result"]["tools"].as_array().unwrap();
+    assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"));
+    assert!(tools.iter().any(|t| t["name"] == "object_move"));
+    let ok = rpc(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mesh_create_cube", "arguments": {"name": "Box"}}}),
+        true,
+    );
+    assert_eq!(ok["result"]["isError"], false);
+    assert_eq!(ok["result"]["structuredContent"]["result"]["name"], "Box");
+    let bad = rpc(
+        serde_json::json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "object_move", "arguments": {"name": "Box", "delta": "up"}}}),
+        true,
+    );
+    assert!(
+        bad.get("error").is_none(),
+        "argument errors are tool errors, not JSON-RPC errors: {bad}"
+    );
+    assert_eq!(bad["result"]["isError"], true);
+    assert_eq!(
+        bad["result"]["structuredContent"]["error"]["code"],
+        "invalid_arguments"
+    );
+    let text = bad["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(text).unwrap(),
+        bad["result"]["structuredContent"]
+    );
+    let refused = rpc(
+        serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "object_delete", "arguments": {"name": "Cube"}}}),
+        true,
+    );
+    assert_eq!(
+        refused["result"]["structuredContent"]["error"]["details"]["reason"],
+        "actuator_lock"
+    );
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "closing stdin shuts the server down cleanly"
+    );
+}
+
+#[test]
+fn mcp_server_passes_the_official_python_client() {
+    let Some(python) = std::env::var_os("VIBE_MCP_PYTHON") else {
+        if std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1") {
+            panic!("VIBE_LIVE=1 but VIBE_MCP_PYTHON (a Python with the `mcp` SDK) is not set");
+        }
+        skipped(
+            "official MCP client test",
+            "set VIBE_MCP_PYTHON to a Python with the `mcp` and `jsonschema` packages",
+        );
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client_check.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg(example("mcp_server"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+#[test]
+fn live_blender_renders_a_still() {
+    if !std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1") {
+        skipped(
+            "live_blender example",
+            "set VIBE_LIVE=1 and VIBE_BPY_PYTHON or VIBE_BLENDER",
+        );
+        return;
+    }
+    let output = Command::new(example("live_blender")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("rolled-back scene identical: true"),
+        "{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("rendered "))
+        .expect("a rendered line");
+    let path = line
+        .trim_start_matches("rendered ")
+        .split(" (")
+        .next()
+        .unwrap();
+    let png = std::fs::read(path).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{path} is a PNG");
+}

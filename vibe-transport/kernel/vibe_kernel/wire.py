@@ -38,8 +38,8 @@ def blender_version():
 
 def offered_features():
     features = {"scene.read", "scene.write", "transactions", "file.write"}
-    engines = [item.identifier for item in bpy.types.RenderSettings.bl_rna.properties["engine"].enum_items]
-    if "CYCLES" in engines:
+    # Stills render with Cycles on the CPU; it is an add-on, enabled in factory settings.
+    if hasattr(bpy.types.Scene, "cycles") or "cycles" in bpy.context.preferences.addons:
         features.add("render")
     return features
 

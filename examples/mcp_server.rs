@@ -1,0 +1,210 @@
+//! An MCP server over stdio for AI hosts (Claude Desktop, Cursor, any MCP client), built on rmcp.
+//!
+//! ```text
+//! cargo run --example mcp_server -- --mock                      # MockBlender, no Blender needed
+//! cargo run --example mcp_server -- --blender /usr/bin/blender  # a headless Blender it starts
+//! cargo run --example mcp_server -- --bpy-python venv/bin/python
+//! cargo run --example mcp_server -- --tcp 127.0.0.1:9833 --token-file token.txt   # GUI add-on
+//! ```
+//!
+//! Options: `--sandbox DIR` (where file.save and render.still may write; default a `vibe-mcp`
+//! folder in the system's temp folder), `--audit FILE` (default `vibe_audit.jsonl` beside the
+//! sandbox). The agreed registry becomes MCP tools (dots in names become underscores); every
+//! `tools/call` goes through the full pipeline and answers with the envelope as
+//! `structuredContent`, the same JSON as text, and `isError = !ok`. Argument errors are tool
+//! errors the model can read and correct, never JSON-RPC errors. Logs go to stderr only.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use vibe::audit::{AuditLog, AuditWriter, FileOptions, Overflow, Redactor};
+use vibe::contract::{
+    Agreement, BridgePolicy, HostProfile, HostProposal, blender_core_v1, negotiate,
+};
+use vibe::errors::{Envelope, ErrorBody, ErrorCode};
+use vibe::exec::{Pipeline, Sandbox};
+use vibe::transport::{
+    MockBlender, MockTransport, StdioOptions, StdioTransport, TcpOptions, TcpTransport, Transport,
+};
+
+struct VibeServer {
+    pipeline: Pipeline,
+    agreement: Arc<Agreement>,
+    tools: Vec<rmcp::model::Tool>,
+}
+
+impl ServerHandler for VibeServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        if let Ok(implementation) = serde_json::from_value(
+            json!({"name": "vibe-blender", "version": env!("CARGO_PKG_VERSION")}),
+        ) {
+            info.server_info = implementation;
+        }
+        info.instructions = Some(
+            "Drives a real Blender through a negotiated contract. Every answer is {ok, result} or {ok:false, error:{code, message, details}}; \
+             details.recovery says what to do next. Call scene_telemetry to re-check the scene after a failure; \
+             object_audit_identity before changing anything you did not create; you may only delete objects you created."
+                .into(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        serde_json::from_value(json!({"tools": self.tools}))
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let envelope = match self.agreement.tool_for_mcp_name(&request.name) {
+            Some(spec) => {
+                let params = Value::Object(request.arguments.unwrap_or_default());
+                self.pipeline.call(&spec.name, params).await
+            }
+            // An unknown tool is a tool error too: the model sees it and can pick another.
+            None => Envelope::Err(
+                ErrorBody::new(
+                    ErrorCode::ContractViolation,
+                    format!("tool {:?} is not in the agreed contract", request.name),
+                )
+                .with_detail("rule", "tool_not_agreed"),
+            ),
+        };
+        let result: CallToolResult = serde_json::from_value(envelope.to_mcp_tool_result())
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        Ok(result.into())
+    }
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: mcp_server (--mock | --blender PATH | --bpy-python PATH | --tcp ADDR [--token-file FILE]) [--sandbox DIR] [--audit FILE]"
+    );
+    std::process::exit(2)
+}
+
+fn arg_value(args: &[String], flag: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == flag)
+        .map(|i| args.get(i + 1).cloned().unwrap_or_else(|| usage()))
+}
+
+async fn transport(args: &[String]) -> Result<Arc<dyn Transport>, Box<dyn std::error::Error>> {
+    if args.iter().any(|a| a == "--mock") {
+        return Ok(Arc::new(MockTransport::new(MockBlender::new())));
+    }
+    if let Some(blender) = arg_value(args, "--blender") {
+        return Ok(Arc::new(
+            StdioTransport::spawn(StdioOptions::blender(blender)?).await?,
+        ));
+    }
+    if let Some(python) = arg_value(args, "--bpy-python") {
+        return Ok(Arc::new(
+            StdioTransport::spawn(StdioOptions::bpy_python(python)?).await?,
+        ));
+    }
+    if let Some(addr) = arg_value(args, "--tcp") {
+        let mut options = TcpOptions::new(addr.parse()?);
+        if let Some(file) = arg_value(args, "--token-file") {
+            options = options.with_token(std::fs::read_to_string(file)?.trim());
+        }
+        return Ok(Arc::new(TcpTransport::connect(options).await?));
+    }
+    usage()
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let transport = transport(&args).await?;
+    let home = std::env::temp_dir().join("vibe-mcp");
+    let sandbox_dir = arg_value(&args, "--sandbox")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join("sandbox"));
+    std::fs::create_dir_all(&sandbox_dir)?;
+    let audit_path = arg_value(&args, "--audit")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(vibe::audit::DEFAULT_LOG));
+
+    let blender = transport.hello().blender.clone();
+    let host = HostProfile {
+        name: "mcp".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        capabilities: [
+            "scene.read",
+            "scene.write",
+            "transactions",
+            "file.write",
+            "render",
+        ]
+        .map(String::from)
+        .into(),
+        ..HostProfile::default()
+    };
+    let session = format!("mcp-{}", std::process::id());
+    let agreement = negotiate(
+        &HostProposal::new(session, host),
+        &BridgePolicy::default(),
+        &blender,
+        &blender_core_v1()?,
+    )
+    .map_err(|r| r.error.message)?;
+    eprintln!(
+        "vibe mcp_server: Blender {} ({}), {} tools, contract {}",
+        blender.version,
+        if blender.background {
+            "headless"
+        } else {
+            "GUI"
+        },
+        agreement.tools.tools().len(),
+        agreement.contract.fingerprints.contract
+    );
+    let tools = agreement
+        .mcp_tools()
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
+    let log = AuditLog::open_file(
+        &audit_path,
+        FileOptions::default(),
+        Redactor::new(&agreement.contract.audit, Some(sandbox_dir.clone())),
+    )?;
+    let audit = Arc::new(AuditWriter::spawn(log, 4096, Overflow::Backpressure));
+    let shared = Arc::new(agreement.clone());
+    let pipeline = Pipeline::builder(agreement, Arc::clone(&transport))
+        .sandbox(Sandbox::new(&sandbox_dir)?)
+        .audit(Arc::clone(&audit))
+        .start()
+        .await?;
+
+    let server = VibeServer {
+        pipeline,
+        agreement: shared,
+        tools,
+    };
+    let running = server.serve(rmcp::transport::stdio()).await?;
+    running.waiting().await?;
+    audit.flush()?;
+    let _ = transport.close().await;
+    eprintln!(
+        "vibe mcp_server: session over; audit log {}",
+        audit_path.display()
+    );
+    Ok(())
+}

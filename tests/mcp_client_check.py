@@ -1,0 +1,87 @@
+"""Drives `mcp_server --mock` with the official MCP Python SDK's stdio client.
+
+    python tests/mcp_client_check.py path/to/mcp_server
+
+Checks: initialize, tools/list (every inputSchema a valid JSON Schema), a successful call, an
+invalid-arguments call (a tool error, not a protocol error), a refused delete, a clean shutdown.
+Prints a closing 'N passed, N failed' line and exits non-zero on any failure.
+"""
+
+import asyncio
+import json
+import sys
+
+import jsonschema
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+passed, failed = 0, 0
+
+
+def check(name, condition, detail=""):
+    global passed, failed
+    if condition:
+        passed += 1
+        print("ok   %s" % name)
+    else:
+        failed += 1
+        print("FAIL %s %s" % (name, detail))
+
+
+def field(obj, camel):
+    """An attribute by its MCP (camelCase) name; newer SDKs spell it snake_case."""
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
+    return getattr(obj, camel) if hasattr(obj, camel) else getattr(obj, snake)
+
+
+def envelope(result):
+    return field(result, "structuredContent") or json.loads(result.content[0].text)
+
+
+def is_error(result):
+    return bool(field(result, "isError"))
+
+
+async def main(server):
+    params = StdioServerParameters(command=server, args=["--mock"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            check("initialize", field(init, "serverInfo").name == "vibe-blender", field(init, "serverInfo"))
+            check("tools capability", init.capabilities.tools is not None)
+
+            listed = await session.list_tools()
+            names = {tool.name for tool in listed.tools}
+            check("tools/list has the scene tools", {"object_move", "mesh_create_cube", "scene_snapshot"} <= names, sorted(names))
+            invalid_schemas = []
+            for tool in listed.tools:
+                try:
+                    jsonschema.Draft202012Validator.check_schema(field(tool, "inputSchema"))
+                except jsonschema.SchemaError as e:
+                    invalid_schemas.append((tool.name, str(e)))
+            check("every inputSchema is valid JSON Schema", not invalid_schemas, invalid_schemas)
+            delete = next(t for t in listed.tools if t.name == "object_delete")
+            check("annotations come from the registry hints", field(delete.annotations, "destructiveHint") is True, delete.annotations)
+
+            created = await session.call_tool("mesh_create_cube", {"name": "Box", "location": [1, 2, 3]})
+            env = envelope(created)
+            check("a successful call", not is_error(created) and env["ok"] and env["result"]["name"] == "Box", env)
+
+            bad = await session.call_tool("object_move", {"name": "Box"})
+            env = envelope(bad)
+            check("invalid arguments are a tool error", is_error(bad) and env["error"]["code"] == "invalid_arguments", env)
+
+            refused = await session.call_tool("object_delete", {"name": "Cube"})
+            env = envelope(refused)
+            check("a delete of a human's object is refused",
+                  is_error(refused) and env["error"]["details"].get("reason") == "actuator_lock", env)
+
+            own = await session.call_tool("object_delete", {"name": "Box"})
+            check("the agent may delete its own object", not is_error(own), envelope(own))
+    check("clean shutdown", True)
+    print("%d passed, %d failed" % (passed, failed))
+    return failed == 0
+
+
+if __name__ == "__main__":
+    sys.exit(0 if asyncio.run(main(sys.argv[1])) else 1)
