@@ -59,7 +59,14 @@
 //! * **Transactions** — one at a time per kernel, owned by the session that began it
 //!   ([`KernelLock`], shared by [`Pipeline::fork`]); nested begins, commits without a begin and
 //!   writes into another session's transaction are refused.
-//! * **Code** — `python.exec` is refused unless a code gate stage replaces `code_gate`.
+//! * **Code** — `python.exec` is refused unless [`PipelineBuilder::code_gate`] installs the
+//!   [`code::CodeGateStage`]: agent code parsed by a real Python parser and checked against an AST
+//!   policy (import allowlist, no dunders, no eval / exec / open / getattr, no handlers or timers,
+//!   no file, quit or add-on operators, no script nodes or text modules; identifiers NFKC-normalized)
+//!   before it reaches Blender, where the kernel checks it again and runs it with restricted
+//!   builtins, captured stdout and a deadline. See [`mod@code`] for the fast retry loop of seed 003
+//!   ([`code::FastRetry`], [`code::CodeFixer`]), the [`code::RetryManager`], the
+//!   [`code::ExecutionHistory`], the [`code::ResultVerifier`] and the error classifier.
 //!
 //! ## Timeouts, cancellation, idempotency, concurrency
 //!
@@ -80,6 +87,7 @@
 //! ~3.2 us (~310k calls/s) vs ~1.7 us bare (ratio 1.9, target <= 3); `object.move`, which also
 //! passes the mutation guards, ~3.6 us (~276k calls/s) vs ~1.8 us bare (ratio 2.0).
 
+pub mod code;
 pub mod macros;
 mod phase;
 mod pipeline;

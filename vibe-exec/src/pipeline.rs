@@ -101,6 +101,19 @@ impl PipelineBuilder {
         self
     }
 
+    /// Installs the code gate ([`crate::code::CodeGateStage`]) in place of the default
+    /// `code_gate` guard, so that `python.exec` may run (when the contract grants `code_exec`).
+    pub fn code_gate(self) -> PipelineBuilder {
+        match self.position("code_gate") {
+            Ok(at) => {
+                let mut builder = self;
+                builder.stages[at] = Arc::new(crate::code::CodeGateStage);
+                builder
+            }
+            Err(_) => self.stage(crate::code::CodeGateStage),
+        }
+    }
+
     /// Adds the optional read-back of transforms (phase 5).
     pub fn read_back(self) -> PipelineBuilder {
         self.stage(ReadBack)

@@ -17,11 +17,15 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 6] = [
+pub const KERNEL_FILES: [(&str, &str); 7] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
         include_str!("../kernel/vibe_kernel/__init__.py"),
+    ),
+    (
+        "vibe_kernel/codeexec.py",
+        include_str!("../kernel/vibe_kernel/codeexec.py"),
     ),
     (
         "vibe_kernel/envelope.py",

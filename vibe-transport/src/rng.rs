@@ -16,6 +16,7 @@ impl SplitMix64 {
 }
 
 /// A value that differs between calls in one process (for unique temporary names).
+#[cfg(feature = "stdio")]
 pub fn unique_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -136,3 +136,42 @@ class KernelTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CodeExecTest(unittest.TestCase):
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+        self.k.state.configure({"session_id": "c", "capabilities": ["scene.read", "scene.write", "code_exec"]})
+
+    def exec(self, code, deadline_ms=2000):
+        self.k.call_deadline_ms = deadline_ms
+        return self.k.call("python.exec", {"code": code})
+
+    def test_output_is_captured_and_capped(self):
+        answer = self.exec("print('x' * 100000)")
+        self.assertTrue(answer["ok"], answer)
+        self.assertTrue(answer["result"]["truncated"])
+        self.assertEqual(len(answer["result"]["stdout"]), 65536)
+
+    def test_runaway_code_is_interrupted_and_rolled_back(self):
+        answer = self.exec("import bpy\nbpy.data.objects['Cube'].location.x = 3\nwhile True:\n    pass", deadline_ms=500)
+        self.assertEqual(answer["error"]["code"], "timeout")
+        self.assertTrue(answer["error"]["details"]["rolled_back"])
+        self.assertEqual(bpy.data.objects["Cube"].location.x, 0.0)
+        self.assertTrue(self.exec("print(1)")["ok"])
+
+    def test_the_gate_runs_here_too_and_builtins_are_restricted(self):
+        for code in ("import os", "__import__('os')", "().__class__.__bases__", "open('/etc/passwd')",
+                     "import bpy\nbpy.app.timers.register(print)", "import bpy\nbpy.ops.wm.quit_blender()"):
+            answer = self.exec(code)
+            self.assertEqual(answer["error"]["details"].get("reason"), "security_block", code)
+        # Even past the AST check, the runtime has no `open` and imports stay on the allowlist.
+        answer = self.exec("import math\nprint(math.floor(2.5))")
+        self.assertEqual(answer["result"]["stdout"], "2\n")
+
+    def test_a_failing_run_leaves_the_scene_as_it_was(self):
+        answer = self.exec("import bpy\nbpy.data.objects['Cube'].location.y = 4\nraise ValueError('no')")
+        self.assertEqual(answer["error"]["code"], "execution_failed")
+        self.assertEqual(answer["error"]["message"], "ValueError: no")
+        self.assertEqual(bpy.data.objects["Cube"].location.y, 0.0)

@@ -884,6 +884,44 @@ def render_still(k, params):
 
 @tool("python.exec", True, "code_exec")
 def python_exec(k, params):
-    # This kernel does not offer `code_exec` in its hello, so the capability check refuses
-    # python.exec before it gets here; the code runner is not part of this kernel version.
-    raise Refusal("capability_missing", "this kernel does not run agent code", capability="code_exec")
+    """Agent code, gated again here, under a deadline. Without an open transaction a failed or
+    interrupted run is rolled back (the file snapshot), so the call stays atomic."""
+    from . import codeexec
+
+    code = req_str(params, "code")
+    deadline_s = max(0.05, k.call_deadline_ms / 1000.0 * 0.8)
+    snapshot = None
+    if k.state.transaction is None:
+        snapshot = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
+        k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=snapshot, copy=True, check_existing=False))
+
+    def restore():
+        if snapshot is not None:
+            k.file_op(lambda: bpy.ops.wm.open_mainfile(filepath=snapshot, load_ui=False))
+            k.state.seen.clear()
+        return snapshot is not None
+
+    try:
+        stdout, truncated = codeexec.run(code, deadline_s)
+    except SyntaxError as e:
+        raise Refusal("invalid_arguments", "SyntaxError: %s (line %s)" % (e.msg, e.lineno), field="code",
+                      reason="syntax", line=e.lineno or 0, column=e.offset or 0)
+    except codeexec.GateViolation as v:
+        raise Refusal("contract_violation", "security block: %s" % v, reason="security_block", field="code",
+                      rule=v.rule, line=v.line)
+    except codeexec.Interrupted:
+        rolled_back = restore()
+        raise Refusal("timeout", "python.exec ran past its deadline of %.2f s and was interrupted" % deadline_s,
+                      cancelled=True, rolled_back=rolled_back,
+                      partial_effects="none: rolled back" if rolled_back else "kept: the open transaction can roll them back")
+    except Exception as exc:  # noqa: BLE001 - the agent's own error, answered as an envelope
+        rolled_back = restore()
+        from .envelope import sanitize
+        import traceback
+        message = sanitize("".join(traceback.format_exception_only(type(exc), exc)))
+        k.state.log_console("python.exec", message)
+        raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
+    finally:
+        if snapshot is not None:
+            remove_snapshot(snapshot)
+    return {"stdout": stdout, "truncated": truncated}

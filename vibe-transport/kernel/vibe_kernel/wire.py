@@ -37,7 +37,7 @@ def blender_version():
 
 
 def offered_features():
-    features = {"scene.read", "scene.write", "transactions", "file.write"}
+    features = {"scene.read", "scene.write", "transactions", "file.write", "code_exec"}
     # Stills render with Cycles on the CPU; it is an add-on, enabled in factory settings.
     if hasattr(bpy.types.Scene, "cycles") or "cycles" in bpy.context.preferences.addons:
         features.add("render")
@@ -52,6 +52,7 @@ class Kernel:
         self.state = KernelState(offered_features())
         self.cancelled = set()
         self.lock = threading.Lock()
+        self.call_deadline_ms = self.state.time_per_tool_ms
 
     def hello(self, auth_required):
         build = bpy.app.build_hash
@@ -107,6 +108,7 @@ class Kernel:
                 envelope = err("timeout", "%s was cancelled before it started" % frame.get("tool"),
                                cancelled=True, partial_effects="none: the call never started")
             else:
+                self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
                 envelope = self.call(frame.get("tool"), frame.get("params", {}))
             return {"type": "result", "id": call_id, "envelope": envelope}
         if kind == "configure":

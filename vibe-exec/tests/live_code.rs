@@ -1,0 +1,158 @@
+//! Agent code against a live Blender (bpy 5.0.1 over stdio), opt-in with `VIBE_LIVE=1` and
+//! `VIBE_BPY_PYTHON`: runaway code is interrupted and the kernel keeps serving; the fast retry
+//! loop repairs real Blender errors.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::json;
+use vibe_contract::*;
+use vibe_exec::Pipeline;
+use vibe_exec::code::{CodeFixer, FastRetry, FixRequest};
+use vibe_transport::{StdioOptions, StdioTransport, Transport};
+
+async fn live_pipeline(
+    what: &str,
+    time_per_tool_ms: u64,
+) -> Option<(Pipeline, Arc<StdioTransport>)> {
+    if !std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1") {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED live test ({what}): set VIBE_LIVE=1 and VIBE_BPY_PYTHON"
+        );
+        return None;
+    }
+    let python = std::env::var_os("VIBE_BPY_PYTHON")
+        .expect("VIBE_LIVE=1 but VIBE_BPY_PYTHON is not set: a missing Blender is a failure");
+    let transport = Arc::new(
+        StdioTransport::spawn(StdioOptions::bpy_python(python).unwrap())
+            .await
+            .unwrap(),
+    );
+    let caps: std::collections::BTreeSet<String> =
+        ["scene.read", "scene.write", "transactions", "code_exec"]
+            .map(String::from)
+            .into();
+    let host = HostProfile {
+        name: "live".into(),
+        version: "1".into(),
+        capabilities: caps,
+        ..HostProfile::default()
+    };
+    let mut proposal = HostProposal::new("live-code", host);
+    proposal.constraints = Some(Constraints {
+        time_per_tool_ms,
+        ..Constraints::default()
+    });
+    let mut policy = BridgePolicy::default();
+    policy.capabilities.insert(CAP_CODE_EXEC.into());
+    let agreement = negotiate(
+        &proposal,
+        &policy,
+        &transport.hello().blender,
+        &blender_core_v1().unwrap(),
+    )
+    .unwrap();
+    let dyn_transport: Arc<dyn Transport> = transport.clone();
+    let pipeline = Pipeline::builder(agreement, dyn_transport)
+        .code_gate()
+        .start()
+        .await
+        .unwrap();
+    Some((pipeline, transport))
+}
+
+#[tokio::test]
+async fn runaway_code_times_out_and_the_next_call_succeeds() {
+    let Some((p, transport)) = live_pipeline("python.exec deadline", 2_000).await else {
+        return;
+    };
+    let before =
+        p.call("scene.snapshot", json!({})).await.result().unwrap()["content_fingerprint"].clone();
+    let started = Instant::now();
+    let runaway = p.call("python.exec", json!({"code": "import bpy\nbpy.data.objects['Cube'].location.x = 9\nwhile True: pass"})).await;
+    let elapsed = started.elapsed();
+    let error = runaway.error().expect("runaway code must not succeed");
+    assert_eq!(error.code.as_str(), "timeout", "{error:?}");
+    assert_eq!(error.details["cancelled"], true);
+    assert!(
+        elapsed < Duration::from_millis(2_000),
+        "the kernel interrupted it before the bridge's deadline: {elapsed:?}"
+    );
+    assert!(
+        p.session().breaker().is_none(),
+        "an interrupted call is an answer, not a deadlock"
+    );
+    let after = p.call("scene.snapshot", json!({})).await;
+    assert_eq!(
+        after.result().unwrap()["content_fingerprint"],
+        before,
+        "the interrupted run was rolled back"
+    );
+    let next = p
+        .call(
+            "python.exec",
+            json!({"code": "import bpy\nprint(len(bpy.data.objects))"}),
+        )
+        .await;
+    assert_eq!(next.result().unwrap()["stdout"], "3\n");
+    transport.close().await.unwrap();
+}
+
+struct Scripted(Mutex<Vec<&'static str>>, Mutex<Vec<String>>);
+
+#[async_trait]
+impl CodeFixer for Scripted {
+    async fn fix(&self, request: &FixRequest) -> Result<String, String> {
+        self.1.lock().unwrap().push(request.error.clone());
+        self.0
+            .lock()
+            .unwrap()
+            .pop()
+            .map(str::to_owned)
+            .ok_or_else(|| "no more answers".into())
+    }
+}
+
+#[tokio::test]
+async fn the_fast_retry_loop_repairs_real_blender_errors() {
+    let Some((p, transport)) = live_pipeline("fast retry against Blender", 10_000).await else {
+        return;
+    };
+    // Attempt 1: a syntax error. Attempt 2: a real Blender KeyError. Attempt 3: correct.
+    let fixer = Scripted(
+        Mutex::new(vec![
+            "```python\nimport bpy\nme = bpy.data.meshes.new('Pillar')\nob = bpy.data.objects.new('Pillar', me)\nbpy.data.collections['Collection'].objects.link(ob)\nprint(ob.name)\n```",
+            "```python\nimport bpy\nbpy.data.objects['Pillar'].location.z = 2\n```",
+        ]),
+        Mutex::new(Vec::new()),
+    );
+    let it = FastRetry::default()
+        .run(
+            &p,
+            "add a pillar",
+            "```python\nimport bpy\nbpy.data.objects['Pillar'.location.z = 2\n```",
+            &fixer,
+            None,
+        )
+        .await;
+    assert!(it.envelope.is_ok(), "{:?}", it.envelope);
+    assert_eq!(it.retry_count, 2);
+    let errors = fixer.1.lock().unwrap().clone();
+    assert!(
+        errors[0].contains("SyntaxError") || errors[0].contains("was never closed"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].contains("KeyError") && errors[1].contains("Pillar"),
+        "{errors:?}"
+    );
+    assert!(
+        p.call("object.info", json!({"name": "Pillar"}))
+            .await
+            .is_ok()
+    );
+    transport.close().await.unwrap();
+}
