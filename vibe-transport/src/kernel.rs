@@ -11,6 +11,23 @@
 //!   with Edit > Preferences > Add-ons > Install (or `blender --addons vibe_kernel`).
 //!
 //! Over TCP add `--tcp 127.0.0.1:PORT --token-file FILE` instead of `--stdio`.
+//!
+//! ## Transactions
+//!
+//! Headless Blender does not run undo, so a transaction is a snapshot of the file: `begin` saves
+//! a copy to a temporary `.blend`, `rollback` reopens it (the add-on does the same in the GUI, so
+//! both paths behave alike; undo steps in the GUI are left for later). `python.exec` without an
+//! open transaction takes the same snapshot, so a failed or interrupted run is rolled back.
+//!
+//! ## Live figures
+//!
+//! `VIBE_BPY_PYTHON=... cargo bench --bench live_kernel` (bpy 5.0.1 headless over stdio, 2-core
+//! machine; reported, not asserted): `object.info` on a 1000-object scene ~170 us per call
+//! sequentially and ~95 us per call with 100 in flight (~10.5k calls/s), beside ~56 us for the
+//! same handler called in-process in Blender; a `scene.snapshot` of 2503 objects (~820 KB with the
+//! bridge's indices and fingerprints) ~213 ms, beside ~169 ms in-process (the kernel's own JSON
+//! building dominates); `transaction.begin` + `rollback` ~7 ms at 3 objects, ~18 ms at 503,
+//! ~59 ms at 1503 (save a copy, reopen it).
 
 use std::path::{Path, PathBuf};
 

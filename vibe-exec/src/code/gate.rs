@@ -18,7 +18,7 @@ use ruff_text_size::{Ranged, TextSize};
 use unicode_normalization::UnicodeNormalization;
 
 /// Modules agent code may import (and their submodules).
-pub const IMPORT_ALLOWLIST: [&str; 17] = [
+pub const IMPORT_ALLOWLIST: [&str; 18] = [
     "bpy",
     "bmesh",
     "mathutils",
@@ -36,6 +36,7 @@ pub const IMPORT_ALLOWLIST: [&str; 17] = [
     "datetime",
     "enum",
     "typing",
+    "time",
 ];
 
 /// Builtins agent code may not name.

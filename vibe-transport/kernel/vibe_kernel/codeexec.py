@@ -13,7 +13,7 @@ import time
 import unicodedata
 
 IMPORT_ALLOWLIST = {"bpy", "bmesh", "mathutils", "math", "random", "json", "itertools", "functools", "collections",
-                    "statistics", "colorsys", "copy", "string", "re", "datetime", "enum", "typing"}
+                    "statistics", "colorsys", "copy", "string", "re", "datetime", "enum", "typing", "time"}
 DENIED_NAMES = {"eval", "exec", "compile", "open", "getattr", "setattr", "delattr", "globals", "locals", "vars",
                 "breakpoint", "input", "help", "exit", "quit"}
 DENIED_ATTRIBUTES = {"handlers", "timers", "driver_namespace", "msgbus", "execfile", "register_class",
