@@ -6,7 +6,6 @@ mod support;
 use serde_json::json;
 use support::*;
 use vibe_exec::code::{Verdict, check};
-use vibe_transport::MockBlender;
 
 /// (escape attempt, the rule that must catch it)
 const ESCAPES: [(&str, &str); 44] = [
@@ -143,22 +142,6 @@ fn syntax_errors_come_back_with_line_and_column() {
         Verdict::Syntax(issue) => assert_eq!(issue.line, 2, "{issue:?}"),
         other => panic!("{other:?}"),
     }
-}
-
-fn python_mock() -> MockBlender {
-    // Agent code really runs, in the system's Python (without bpy): real runtime errors.
-    MockBlender::new().with_code_handler(Box::new(|code, _scene| {
-        let output = std::process::Command::new("python3")
-            .arg("-c")
-            .arg(code)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
-        }
-    }))
 }
 
 #[tokio::test]

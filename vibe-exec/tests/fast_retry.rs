@@ -12,21 +12,6 @@ use vibe_errors::FailureClass;
 use vibe_exec::code::*;
 use vibe_transport::MockBlender;
 
-fn python_mock() -> MockBlender {
-    MockBlender::new().with_code_handler(Box::new(|code, _scene| {
-        let output = std::process::Command::new("python3")
-            .arg("-c")
-            .arg(code)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
-        }
-    }))
-}
-
 async fn code_pipeline() -> vibe_exec::Pipeline {
     let (_t, builder) = builder(python_mock(), None, &["code_exec"]);
     builder.code_gate().start().await.unwrap()

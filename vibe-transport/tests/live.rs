@@ -66,6 +66,20 @@ fn compare(target: &str, scenario: &Scenario, got: &Outcome, want: &Outcome) {
     );
 }
 
+/// Connects to a kernel that is still starting, trying every 250 ms up to `tries` times.
+async fn connect_when_listening(port: u16, token: &str, tries: u32) -> Option<TcpTransport> {
+    let mut options =
+        TcpOptions::new(format!("127.0.0.1:{port}").parse().unwrap()).with_token(token);
+    options.handshake.deadline = Duration::from_secs(10);
+    for _ in 0..tries {
+        match TcpTransport::connect(options.clone()).await {
+            Ok(transport) => return Some(transport),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    None
+}
+
 #[tokio::test]
 async fn live_bpy_headless_over_stdio_agrees_with_the_mock() {
     if !live("bpy 5.0.1 headless over stdio") {
@@ -125,19 +139,7 @@ async fn live_blender_headless_over_tcp_agrees_with_the_mock() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let mut options = TcpOptions::new(format!("127.0.0.1:{port}").parse().unwrap())
-            .with_token("live-test-token");
-        options.handshake.deadline = Duration::from_secs(10);
-        let mut transport = None;
-        for _ in 0..120 {
-            match TcpTransport::connect(options.clone()).await {
-                Ok(t) => {
-                    transport = Some(t);
-                    break;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-            }
-        }
+        let transport = connect_when_listening(port, "live-test-token", 120).await;
         let transport = transport.expect("the Blender kernel did not start listening within 30 s");
         let outcome = run(&transport, scenario, DEADLINE).await.unwrap();
         compare(
@@ -201,19 +203,7 @@ async fn live_blender_gui_addon_under_xvfb_agrees_with_the_mock() {
             .process_group(0)
             .spawn()
             .expect("xvfb-run must be installed for the GUI live test");
-        let mut options = TcpOptions::new(format!("127.0.0.1:{port}").parse().unwrap())
-            .with_token("gui-test-token");
-        options.handshake.deadline = Duration::from_secs(10);
-        let mut transport = None;
-        for _ in 0..240 {
-            match TcpTransport::connect(options.clone()).await {
-                Ok(t) => {
-                    transport = Some(t);
-                    break;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-            }
-        }
+        let transport = connect_when_listening(port, "gui-test-token", 240).await;
         let Some(transport) = transport else {
             kill_group(child.id());
             let _ = child.wait();

@@ -141,3 +141,20 @@ pub async fn rig_with(mock: MockBlender, faults: FaultPlan, time_per_tool_ms: u6
         pipeline: builder.start().await.unwrap(),
     }
 }
+
+/// A MockBlender whose `python.exec` really runs the code, in the system's Python (without
+/// bpy): real syntax and runtime errors, no Blender needed.
+pub fn python_mock() -> MockBlender {
+    MockBlender::new().with_code_handler(Box::new(|code, _scene| {
+        let output = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(code)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }))
+}
