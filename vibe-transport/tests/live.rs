@@ -179,12 +179,27 @@ async fn live_blender_gui_addon_under_xvfb_agrees_with_the_mock() {
     }
     let blender = required("VIBE_BLENDER");
     let (dir, scenarios) = scenarios();
+    // The add-on path for real: build the installable zip, and let Blender install and enable it
+    // (into a scripts folder of the test's own, not the user's).
     let work = std::env::temp_dir().join(format!("vibe-live-gui-{}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    write_kernel(&work).unwrap();
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(work.join("scripts")).unwrap();
+    let kernel_dir = write_kernel(&work.join("kernel"))
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let zip = work.join("vibe_kernel.zip");
+    let zipped = std::process::Command::new("python3")
+        .args(["-m", "zipfile", "-c"])
+        .arg(&zip)
+        .arg(kernel_dir.join("vibe_kernel"))
+        .status()
+        .unwrap();
+    assert!(zipped.success(), "building the add-on zip failed");
     let register = format!(
-        "import sys; sys.path.insert(0, {:?}); import vibe_kernel; vibe_kernel.register()",
-        work.display().to_string()
+        "import bpy; bpy.ops.preferences.addon_install(filepath={:?}); bpy.ops.preferences.addon_enable(module='vibe_kernel')",
+        zip.display().to_string()
     );
     for scenario in &scenarios {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -198,6 +213,7 @@ async fn live_blender_gui_addon_under_xvfb_agrees_with_the_mock() {
             .args(["--factory-startup", "--python-expr", &register])
             .env("VIBE_PORT", port.to_string())
             .env("VIBE_TOKEN", "gui-test-token")
+            .env("BLENDER_USER_SCRIPTS", work.join("scripts"))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .process_group(0)
