@@ -309,7 +309,7 @@ impl Connection {
                         "the connection is shutting down".into(),
                     ));
                 }
-                Err(_) => return Err(TransportError::Deadline(deadline)),
+                Err(_) => return Err(TransportError::QueueTimeout(deadline)),
             };
         let (sender, receiver) = oneshot::channel();
         {

@@ -32,6 +32,10 @@ pub enum TransportError {
     /// halts.
     #[error("protocol violation: {0}")]
     Protocol(String),
+    /// The call waited for a free slot (the concurrency bound) until its deadline and was never
+    /// sent: it did not run.
+    #[error("no call slot within {0:?}; the call was never sent")]
+    QueueTimeout(Duration),
     /// The call's deadline passed before its answer arrived.
     #[error("no answer within {0:?}")]
     Deadline(Duration),
@@ -90,6 +94,9 @@ impl TransportError {
             TransportError::Protocol(_) => {
                 ErrorBody::from_reason(Reason::ContractViolation, message)
             }
+            TransportError::QueueTimeout(_) => ErrorBody::new(ErrorCode::Timeout, message)
+                .with_detail("cancelled", true)
+                .with_detail("partial_effects", "none: the call was never sent"),
             TransportError::ConnectionLost(_) => ErrorBody::new(ErrorCode::InternalError, message)
                 .with_detail("transport", "connection_lost"),
             other => ErrorBody::new(ErrorCode::InternalError, other.to_string())
@@ -108,6 +115,7 @@ impl TransportError {
             TransportError::ConnectionLost(_) => "connection_lost",
             TransportError::Closed(_) => "closed",
             TransportError::DuplicateId(_) => "duplicate_id",
+            TransportError::QueueTimeout(_) => "queue_timeout",
         }
     }
 }
