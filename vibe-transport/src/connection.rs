@@ -51,6 +51,10 @@ impl Default for HandshakeOptions {
 
 type Waiter = oneshot::Sender<Result<Envelope, TransportError>>;
 
+/// The write side, shared by callers (who write directly when it is free) and the writer task
+/// (which coalesces what queued up while it was busy). `None` once closed.
+type SharedWriter = Arc<tokio::sync::Mutex<Option<BufWriter<Box<dyn AsyncWrite + Send + Unpin>>>>>;
+
 struct Shared {
     pending: Mutex<HashMap<u64, Waiter>>,
     /// Set once the connection ends; every later call fails with it.
@@ -88,6 +92,7 @@ pub struct Connection {
     hello: Hello,
     shared: Arc<Shared>,
     outgoing: mpsc::Sender<Outgoing>,
+    writer: SharedWriter,
     permits: Arc<Semaphore>,
     console: Arc<Mutex<Vec<String>>>,
 }
@@ -218,12 +223,19 @@ impl Connection {
             highest_sent: AtomicU64::new(0),
         });
         let (outgoing, receiver) = mpsc::channel(1024);
-        tokio::spawn(write_loop(writer, receiver, Arc::clone(&shared)));
+        let boxed: Box<dyn AsyncWrite + Send + Unpin> = Box::new(writer.into_inner());
+        let writer: SharedWriter = Arc::new(tokio::sync::Mutex::new(Some(BufWriter::new(boxed))));
+        tokio::spawn(write_loop(
+            Arc::clone(&writer),
+            receiver,
+            Arc::clone(&shared),
+        ));
         tokio::spawn(read_loop(frames, Arc::clone(&shared)));
         Ok(Connection {
             hello,
             shared,
             outgoing,
+            writer,
             permits: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
             console,
         })
@@ -331,12 +343,40 @@ impl Connection {
             connection: self,
             armed: true,
         };
-        if self
-            .outgoing
-            .send(Outgoing::Line(frame.to_line()))
-            .await
-            .is_err()
-        {
+        let line = frame.to_line();
+        // Fast path for a lone call: write straight to the socket. With other calls in flight
+        // (pipelining), queue for the writer task, which coalesces a burst into one flush.
+        let alone = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+            <= 1;
+        let direct = match self.writer.try_lock() {
+            Ok(_) if !alone => None,
+            Ok(mut slot) => match slot.as_mut() {
+                Some(writer) => Some(
+                    async {
+                        writer.write_all(&line).await?;
+                        writer.flush().await
+                    }
+                    .await,
+                ),
+                None => Some(Err(std::io::Error::other("the connection is closed"))),
+            },
+            Err(_) => None,
+        };
+        let failed = match direct {
+            Some(Ok(())) => false,
+            Some(Err(e)) => {
+                self.shared
+                    .fail_all(TransportError::ConnectionLost(e.to_string()));
+                true
+            }
+            None => self.outgoing.send(Outgoing::Line(line)).await.is_err(),
+        };
+        if failed {
             guard.armed = false;
             self.forget(id);
             return Err(self
@@ -424,20 +464,22 @@ async fn write_frame<W: AsyncWrite + Unpin>(
 }
 
 /// Writes queued frames, coalescing whatever is ready into one flush.
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut writer: BufWriter<W>,
+async fn write_loop(
+    writer: SharedWriter,
     mut receiver: mpsc::Receiver<Outgoing>,
     shared: Arc<Shared>,
 ) {
-    let mut closing = false;
     while let Some(first) = receiver.recv().await {
+        let mut slot = writer.lock().await;
+        let Some(out) = slot.as_mut() else { return };
         let mut next = Some(first);
         let mut result = Ok(());
+        let mut closing = false;
         while let Some(item) = next.take() {
             match item {
-                Outgoing::Line(line) => result = writer.write_all(&line).await,
+                Outgoing::Line(line) => result = out.write_all(&line).await,
                 Outgoing::Close => {
-                    result = writer.write_all(&Frame::Bye.to_line()).await;
+                    result = out.write_all(&Frame::Bye.to_line()).await;
                     closing = true;
                 }
             }
@@ -447,17 +489,19 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             next = receiver.try_recv().ok();
         }
         if result.is_ok() {
-            result = writer.flush().await;
+            result = out.flush().await;
         }
         if let Err(e) = result {
             shared.fail_all(TransportError::ConnectionLost(e.to_string()));
+            *slot = None;
             return;
         }
         if closing {
-            break;
+            let _ = out.shutdown().await;
+            *slot = None;
+            return;
         }
     }
-    let _ = writer.shutdown().await;
 }
 
 /// Reads answers and hands each to its waiter; any protocol violation halts the connection.

@@ -102,7 +102,7 @@ pub enum Frame {
 }
 
 /// The flat wire shape of every frame.
-#[derive(Default, Serialize, Deserialize)]
+#[derive(Default, Deserialize)]
 struct WireFrame {
     #[serde(rename = "type")]
     kind: String,
@@ -239,27 +239,24 @@ impl Frame {
 
     /// The frame as one line of compact JSON, with its newline.
     pub fn to_line(&self) -> Vec<u8> {
-        let mut wire = WireFrame::default();
-        let kind = match self {
+        let mut wire = WireOut {
+            kind: self.kind(),
+            ..WireOut::default()
+        };
+        match self {
             Frame::Hello(hello) => {
-                let hello = hello.as_ref().clone();
                 wire.protocol = Some(hello.protocol);
-                wire.kernel = Some(hello.kernel);
-                wire.kernel_version = Some(hello.kernel_version);
-                wire.blender = Some(hello.blender);
+                wire.kernel = Some(&hello.kernel);
+                wire.kernel_version = Some(&hello.kernel_version);
+                wire.blender = Some(&hello.blender);
                 wire.auth_required = Some(hello.auth_required);
                 wire.max_frame_bytes = Some(hello.max_frame_bytes);
-                "hello"
             }
-            Frame::Auth { token } => {
-                wire.token = Some(token.clone());
-                "auth"
-            }
-            Frame::AuthOk => "auth_ok",
+            Frame::Auth { token } => wire.token = Some(token),
+            Frame::AuthOk | Frame::Bye => {}
             Frame::Configure { id, session } => {
                 wire.id = Some(*id);
-                wire.session = Some(session.as_ref().clone());
-                "configure"
+                wire.session = Some(session);
             }
             Frame::Call {
                 id,
@@ -268,32 +265,57 @@ impl Frame {
                 deadline_ms,
             } => {
                 wire.id = Some(*id);
-                wire.tool = Some(tool.clone());
-                wire.params = Some(params.clone());
+                wire.tool = Some(tool);
+                wire.params = Some(params);
                 wire.deadline_ms = Some(*deadline_ms);
-                "call"
             }
-            Frame::Cancel { id } => {
-                wire.id = Some(*id);
-                "cancel"
-            }
+            Frame::Cancel { id } => wire.id = Some(*id),
             Frame::Result { id, envelope } => {
                 wire.id = Some(*id);
-                wire.envelope = Some(envelope.clone());
-                "result"
+                wire.envelope = Some(envelope);
             }
-            Frame::Error { error } => {
-                wire.error = Some(error.clone());
-                "error"
-            }
-            Frame::Bye => "bye",
-        };
-        wire.kind = kind.to_owned();
-        // A WireFrame holds only strings, numbers and JSON values: serializing cannot fail.
+            Frame::Error { error } => wire.error = Some(error),
+        }
+        // Only strings, numbers and JSON values: serializing cannot fail.
         let mut line = serde_json::to_vec(&wire).unwrap_or_default();
         line.push(b'\n');
         line
     }
+}
+
+/// The flat wire shape again, borrowing the frame's parts: writing a frame copies nothing.
+#[derive(Default, Serialize)]
+struct WireOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deadline_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    envelope: Option<&'a Envelope>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorBody>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<&'a SessionConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocol: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blender: Option<&'a BlenderProfile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth_required: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_frame_bytes: Option<u64>,
 }
 
 #[cfg(test)]
