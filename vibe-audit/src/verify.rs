@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::file::ChainHead;
-use crate::record::{hash_matches, split_line};
+use crate::record::{LineError, hash_matches, split_line};
 
 /// The first broken link of a log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,11 +69,11 @@ pub fn verify_reader(
             spans.push((start, end));
             start = end + 1;
         }
-        let hashes_ok = hash_in_parallel(&buffer, &spans);
-        for (&(from, to), hash_ok) in spans.iter().zip(hashes_ok) {
+        let checked = check_in_parallel(&buffer, &spans);
+        for line in checked {
             number += 1;
-            let parts = match split_line(&buffer[from..to]) {
-                Ok(parts) => parts,
+            let line = match line {
+                Ok(line) => line,
                 Err(e) => {
                     return Ok(Report {
                         records,
@@ -82,18 +82,18 @@ pub fn verify_reader(
                     });
                 }
             };
-            let reason = if !hash_ok {
+            let reason = if !line.hash_ok {
                 Some(format!(
                     "record seq {} does not match its hash: it was changed",
-                    parts.seq
+                    line.seq
                 ))
-            } else if parts.prev != head.hash {
+            } else if &buffer[line.prev.clone()] != head.hash.as_bytes() {
                 Some(format!(
                     "record seq {} does not link to the record before it: a record was removed, inserted or reordered",
-                    parts.seq
+                    line.seq
                 ))
-            } else if parts.seq != head.seq + 1 {
-                Some(format!("sequence jumps from {} to {}", head.seq, parts.seq))
+            } else if line.seq != head.seq + 1 {
+                Some(format!("sequence jumps from {} to {}", head.seq, line.seq))
             } else {
                 None
             };
@@ -104,9 +104,10 @@ pub fn verify_reader(
                     first_break: Some(broken(number, reason)),
                 });
             }
-            head.seq = parts.seq;
+            head.seq = line.seq;
             head.hash.clear();
-            head.hash.push_str(parts.hash);
+            head.hash
+                .push_str(std::str::from_utf8(&buffer[line.hash.clone()]).unwrap_or_default());
             records += 1;
         }
         buffer.drain(..start);
@@ -130,12 +131,33 @@ pub fn verify_reader(
     }
 }
 
-/// Whether each line's stored hash matches its body, computed on up to [`MAX_VERIFY_THREADS`]
-/// threads.
-fn hash_in_parallel(buffer: &[u8], spans: &[(usize, usize)]) -> Vec<bool> {
-    let check = |&(from, to): &(usize, usize)| {
-        split_line(&buffer[from..to]).is_ok_and(|parts| hash_matches(&parts))
+/// One line, split and hashed by a worker: where its parts are in the buffer.
+struct Checked {
+    seq: u64,
+    prev: std::ops::Range<usize>,
+    hash: std::ops::Range<usize>,
+    hash_ok: bool,
+}
+
+fn check_line(buffer: &[u8], from: usize, to: usize) -> Result<Checked, LineError> {
+    let line = &buffer[from..to];
+    let parts = split_line(line)?;
+    let offset = |part: &str| {
+        let start = part.as_ptr() as usize - line.as_ptr() as usize + from;
+        start..start + part.len()
     };
+    Ok(Checked {
+        seq: parts.seq,
+        prev: offset(parts.prev),
+        hash: offset(parts.hash),
+        hash_ok: hash_matches(&parts),
+    })
+}
+
+/// Splits and hashes every line on up to [`MAX_VERIFY_THREADS`] threads: hashing is the cost of
+/// verification, and records hash independently. The links are checked in order afterwards.
+fn check_in_parallel(buffer: &[u8], spans: &[(usize, usize)]) -> Vec<Result<Checked, LineError>> {
+    let check = |&(from, to): &(usize, usize)| check_line(buffer, from, to);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(MAX_VERIFY_THREADS);
@@ -149,14 +171,17 @@ fn hash_in_parallel(buffer: &[u8], spans: &[(usize, usize)]) -> Vec<bool> {
             .map(|part| {
                 (
                     part.len(),
-                    scope.spawn(move || part.iter().map(check).collect::<Vec<bool>>()),
+                    scope.spawn(move || part.iter().map(check).collect::<Vec<_>>()),
                 )
             })
             .collect();
         // A worker that died verified nothing: its lines count as broken, never as skipped.
         workers
             .into_iter()
-            .flat_map(|(len, w)| w.join().unwrap_or_else(|_| vec![false; len]))
+            .flat_map(|(len, w)| {
+                w.join()
+                    .unwrap_or_else(|_| (0..len).map(|_| Err(LineError::NoHash)).collect())
+            })
             .collect()
     })
 }
