@@ -175,3 +175,18 @@ class CodeExecTest(unittest.TestCase):
         self.assertEqual(answer["error"]["code"], "execution_failed")
         self.assertEqual(answer["error"]["message"], "ValueError: no")
         self.assertEqual(bpy.data.objects["Cube"].location.y, 0.0)
+
+
+class TokenTest(unittest.TestCase):
+    def test_tcp_always_has_a_token(self):
+        import stat
+        from vibe_kernel import wire
+
+        self.assertEqual(wire.ensure_token("given"), "given")
+        made = wire.ensure_token(None)
+        self.assertGreaterEqual(len(made), 32)
+        path = os.path.join(tempfile.gettempdir(), "vibe-kernel-token-%d" % os.getpid())
+        with open(path, encoding="utf-8") as f:
+            self.assertEqual(f.read().strip(), made)
+        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600)
+        os.remove(path)

@@ -1,7 +1,8 @@
 """Vibe kernel: wire protocol v1 inside Blender.
 
 As an add-on (GUI Blender) it listens on 127.0.0.1:9833 (port and token from the environment:
-VIBE_PORT, VIBE_TOKEN) and runs requests on the main thread from one persistent timer. Headless,
+VIBE_PORT, VIBE_TOKEN; without VIBE_TOKEN a random token is written to a file readable only by
+this user, and its path printed) and runs requests on the main thread from one persistent timer. Headless,
 run `run_kernel.py` instead (see wire.py).
 """
 
@@ -34,7 +35,7 @@ def register():
     wire.install_busy_handlers(kernel)
     inbox = queue.Queue()
     port = int(os.environ.get("VIBE_PORT", wire.DEFAULT_PORT))
-    token = os.environ.get("VIBE_TOKEN")
+    token = wire.ensure_token(os.environ.get("VIBE_TOKEN"))
     server = wire.listen("127.0.0.1", port)
 
     def accept():

@@ -269,6 +269,22 @@ def install_busy_handlers(kernel):
             handlers.append(fn)
 
 
+def ensure_token(token):
+    """TCP always demands a token. Without one given, a random token is made and written to a
+    file only this user can read; its path is printed on stderr."""
+    if token:
+        return token
+    import secrets
+    import tempfile
+    token = secrets.token_urlsafe(32)
+    path = os.path.join(tempfile.gettempdir(), "vibe-kernel-token-%d" % os.getpid())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    print("vibe-kernel: no token given; generated one in %s" % path, file=sys.stderr, flush=True)
+    return token
+
+
 def parse_args(argv):
     options = {"mode": None, "host": "127.0.0.1", "port": DEFAULT_PORT, "token": os.environ.get("VIBE_TOKEN"),
                "factory": False, "once": False}
@@ -305,6 +321,7 @@ def main(argv):
     if options["mode"] == "stdio":
         serve_stdio(kernel)
     else:
-        if options["host"] not in ("127.0.0.1", "localhost", "::1") and not options["token"]:
-            raise SystemExit("vibe-kernel: refusing to listen beyond loopback without a token")
-        serve_tcp(kernel, options["host"], options["port"], options["token"], once=options["once"])
+        if options["host"] not in ("127.0.0.1", "localhost", "::1"):
+            print("vibe-kernel: listening beyond loopback on %s; anyone who can reach it needs the token"
+                  % options["host"], file=sys.stderr, flush=True)
+        serve_tcp(kernel, options["host"], options["port"], ensure_token(options["token"]), once=options["once"])

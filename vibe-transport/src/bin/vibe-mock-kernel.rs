@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! vibe-mock-kernel --stdio [--banner] [--fault N:KIND]...
-//! vibe-mock-kernel --tcp 127.0.0.1:9833 [--token-file FILE] [--fault N:KIND]...
+//! vibe-mock-kernel --tcp 127.0.0.1:9833 --token-file FILE [--fault N:KIND]...
 //! ```
 //!
 //! `--fault 3:hang` injects a fault at the third call; kinds: raise, hang, drop, malformed.
@@ -57,6 +57,12 @@ async fn main() -> std::io::Result<()> {
         Some("--stdio") => serve_mock(tokio::io::stdin(), tokio::io::stdout(), mock, options).await,
         Some("--tcp") => {
             let addr = args.get(1).unwrap_or_else(|| usage());
+            if options.token.is_none() {
+                eprintln!(
+                    "vibe-mock-kernel: TCP needs --token-file (a kernel always demands a token over TCP)"
+                );
+                std::process::exit(2);
+            }
             let listener = tokio::net::TcpListener::bind(addr).await?;
             eprintln!("vibe-mock-kernel listening on {}", listener.local_addr()?);
             loop {
