@@ -303,7 +303,7 @@ async fn a_missed_deadline_opens_the_breaker_until_a_human_resets_it() {
     .await;
     let started = Instant::now();
     let answer = r.pipeline.call("kernel.status", json!({})).await;
-    assert!(started.elapsed() < Duration::from_millis(700));
+    assert!(started.elapsed() < Duration::from_millis(1_500));
     let error = answer.error().unwrap();
     assert_eq!(
         (error.code.as_str(), error.reason()),
@@ -345,7 +345,7 @@ async fn cancellation_answers_timeout_with_cancelled() {
     assert_eq!(error.code, ErrorCode::Timeout);
     assert_eq!(error.details["cancelled"], true);
     assert!(
-        started.elapsed() < Duration::from_millis(500),
+        started.elapsed() < Duration::from_millis(2_000),
         "cancel did not wait for the deadline"
     );
 }

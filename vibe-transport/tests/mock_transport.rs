@@ -8,7 +8,7 @@ use vibe_transport::{
     Call, Fault, FaultPlan, MockBlender, MockTransport, Transport, TransportError,
 };
 
-const SLACK: Duration = Duration::from_millis(300);
+const SLACK: Duration = Duration::from_millis(1_200);
 
 async fn call(
     t: &MockTransport,
