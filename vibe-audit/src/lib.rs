@@ -44,9 +44,10 @@
 //! `cargo bench -p vibe-audit` (criterion, 2-core machine, records of ~330 bytes; each beside
 //! plain `serde_json` + blake3 over the same records in the same run): sealing and appending
 //! ~1.28M records/s (baseline `to_vec` + blake3: ~1.36M/s); verifying ~2.5M records/s (lines
-//! split and hashed on all cores, links checked in order; baseline parse + hash: ~0.52M/s). Durable modes, to a file on this
-//! machine's disk: flush per batch of 1000 ~830k records/s, flush per record ~360k/s, fsync per
-//! batch of 100 ~250k/s (fsync cost depends entirely on the disk).
+//! split and hashed on all cores, links checked in order; baseline parse + hash: ~0.52M/s).
+//! Durable modes, to a file on this machine's disk: flush per batch of 1000 ~830k records/s,
+//! flush per record ~360k/s, fsync per batch of 100 ~250k/s (fsync cost depends entirely on the
+//! disk).
 //!
 //! The `vibe-audit` binary verifies and tails logs: `vibe-audit verify vibe_audit.jsonl`,
 //! `vibe-audit tail vibe_audit.jsonl -n 20`.
