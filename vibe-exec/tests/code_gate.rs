@@ -8,7 +8,7 @@ use support::*;
 use vibe_exec::code::{Verdict, check};
 
 /// (escape attempt, the rule that must catch it)
-const ESCAPES: [(&str, &str); 44] = [
+const ESCAPES: [(&str, &str); 47] = [
     ("import os\nos.system('rm -rf ~')", "import_not_allowed"),
     (
         "import subprocess\nsubprocess.run(['sh'])",
@@ -100,6 +100,18 @@ const ESCAPES: [(&str, &str); 44] = [
     (
         "import bpy\nm = bpy.data.materials.new('m')\nm.node_tree.nodes.new('ShaderNodeScript')",
         "script_node",
+    ),
+    (
+        "import bpy\nw = bpy.ops.wm\nw.quit_blender()",
+        "operator_denied",
+    ),
+    (
+        "import bpy\no = bpy.ops\ns = o.script\ns.python_file_run(filepath='/tmp/x.py')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\np = bpy.ops.preferences\np.addon_enable(module='evil')",
+        "operator_denied",
     ),
 ];
 

@@ -102,6 +102,30 @@ pub const DENIED_OPERATORS: [(&str, &str); 20] = [
     ("wm", "addon_*"),
 ];
 
+/// Operator names refused whatever the chain that reaches them (an alias of `bpy.ops.wm` or
+/// `bpy.ops.script` included).
+pub const OPERATOR_NAMES: [&str; 19] = [
+    "open_mainfile",
+    "save_mainfile",
+    "save_as_mainfile",
+    "save_homefile",
+    "quit_blender",
+    "read_homefile",
+    "read_factory_settings",
+    "read_userpref",
+    "recover_last_session",
+    "recover_auto_save",
+    "revert_mainfile",
+    "url_open",
+    "url_open_preset",
+    "path_open",
+    "run_script",
+    "python_file_run",
+    "execute_preset",
+    "addon_install",
+    "addon_enable",
+];
+
 /// String literals that name something the policy forbids (a script node, a dunder).
 pub const DENIED_STRINGS: [&str; 2] = ["ShaderNodeScript", "NodeScript"];
 
@@ -242,8 +266,11 @@ impl Checker<'_> {
                     || *o == op
                     || (o.ends_with('*') && op.starts_with(o.trim_end_matches('*'))))
         });
-        // Only chains that go through `ops` (bpy.ops.wm.x, or ops.wm.x after an alias).
-        if denied && path.iter().any(|p| p == "ops") {
+        // A chain through `ops` (bpy.ops.wm.x, ops.wm.x) is an operator call. The operator names
+        // themselves are distinctive, so they are refused through any alias (`w = bpy.ops.wm`)
+        // too; only the catch-all groups need the `ops` in the chain.
+        let named = OPERATOR_NAMES.contains(&op) || op.starts_with("addon_");
+        if (denied && path.iter().any(|p| p == "ops")) || named {
             self.flag(
                 "operator_denied",
                 format!("bpy.ops.{group}.{op} touches files, quits or loads code"),

@@ -163,7 +163,8 @@ class CodeExecTest(unittest.TestCase):
 
     def test_the_gate_runs_here_too_and_builtins_are_restricted(self):
         for code in ("import os", "__import__('os')", "().__class__.__bases__", "open('/etc/passwd')",
-                     "import bpy\nbpy.app.timers.register(print)", "import bpy\nbpy.ops.wm.quit_blender()"):
+                     "import bpy\nbpy.app.timers.register(print)", "import bpy\nbpy.ops.wm.quit_blender()",
+                     "import bpy\nw = bpy.ops.wm\nw.quit_blender()"):
             answer = self.exec(code)
             self.assertEqual(answer["error"]["details"].get("reason"), "security_block", code)
         # Even past the AST check, the runtime has no `open` and imports stay on the allowlist.

@@ -26,6 +26,9 @@ DENIED_OPERATORS = {("wm", "open_mainfile"), ("wm", "save_mainfile"), ("wm", "sa
                     ("wm", "revert_mainfile"), ("wm", "link"), ("wm", "append"), ("wm", "url_open"),
                     ("wm", "url_open_preset"), ("wm", "path_open"), ("text", "run_script")}
 DENIED_GROUPS = {"preferences", "script"}
+# Distinctive operator names, refused through any alias of bpy.ops.wm / bpy.ops.script too.
+OPERATOR_NAMES = {op for _, op in DENIED_OPERATORS if op not in ("link", "append")} | {
+    "python_file_run", "execute_preset", "addon_install", "addon_enable"}
 SAFE_BUILTINS = ["abs", "all", "any", "bool", "bytes", "callable", "chr", "dict", "divmod", "enumerate", "filter",
                  "float", "format", "frozenset", "hash", "hex", "int", "isinstance", "issubclass", "iter", "len",
                  "list", "map", "max", "min", "next", "oct", "ord", "pow", "print", "range", "repr", "reversed",
@@ -90,6 +93,8 @@ def check(tree):
                 raise GateViolation("dunder_access", attr, node)
             if attr in DENIED_ATTRIBUTES:
                 raise GateViolation("attribute_denied", attr, node)
+            if attr in OPERATOR_NAMES or attr.startswith("addon_"):
+                raise GateViolation("operator_denied", attr, node)
             path = dotted(node)
             if path and "ops" in path and len(path) >= 2:
                 group, op = path[-2], path[-1]
