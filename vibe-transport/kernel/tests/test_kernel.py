@@ -71,6 +71,16 @@ class KernelTest(unittest.TestCase):
         self.assertEqual(self.snapshot(), before)
         self.assertEqual(self.refused("transaction.commit", "contract_violation")["details"]["rule"], "no_transaction")
 
+    def test_the_identity_cache_never_outlives_a_reload(self):
+        self.ok("mesh.create_cube", name="Box")
+        self.ok("object.info", name="Box")  # cached now
+        self.ok("transaction.begin")
+        self.ok("object.move", name="Box", location=[1, 2, 3])
+        self.ok("transaction.rollback")  # the file reloads: every reference is new
+        self.assertEqual(self.ok("object.info", name="Box")["location"], [0.0, 0.0, 0.0])
+        self.ok("object.delete", name="Box")
+        self.refused("object.info", "not_found", name="Box")
+
     def test_identity_drift_is_told_from_a_typo(self):
         self.ok("object.info", name="Cube")
         bpy.data.objects["Cube"].name = "Hero"  # a person renames it

@@ -22,6 +22,7 @@ class KernelState:
         self.transaction = None  # (id, snapshot path)
         self.transactions_started = 0
         self.seen = {}  # name -> pointer of objects the session resolved
+        self.identity = {}  # name -> object reference, validated on every use
         self.busy = 0  # file loads / saves in progress
 
     def configure(self, session):

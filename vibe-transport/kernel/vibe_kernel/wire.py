@@ -65,6 +65,8 @@ class Kernel:
     def file_op(self, operation):
         """Runs a file load or save; the kernel is busy meanwhile (handlers also catch the user's)."""
         self.state.busy += 1
+        # A load frees every datablock: no cached reference may outlive it.
+        self.state.identity.clear()
         try:
             result = operation()
             if "FINISHED" not in result:
@@ -262,11 +264,19 @@ def install_busy_handlers(kernel):
     def ready(*_):
         kernel.state.busy = max(0, kernel.state.busy - 1)
 
+    def forget(*_):
+        # Loads, undo and redo reallocate datablocks: cached references must not survive them.
+        kernel.state.identity.clear()
+
     for name, fn in (("load_pre", busy), ("load_post", ready), ("save_pre", busy), ("save_post", ready),
                      ("load_post_fail", ready), ("save_post_fail", ready)):
         handlers = getattr(bpy.app.handlers, name, None)
         if handlers is not None:
             handlers.append(fn)
+    for name in ("load_pre", "load_post", "undo_pre", "undo_post", "redo_pre", "redo_post"):
+        handlers = getattr(bpy.app.handlers, name, None)
+        if handlers is not None:
+            handlers.append(forget)
 
 
 def ensure_token(token):
