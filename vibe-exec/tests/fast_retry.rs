@@ -306,3 +306,39 @@ async fn the_verifier_scores_expectations_with_read_backs() {
     assert_eq!(verification.checks.iter().filter(|c| !c.passed).count(), 1);
     assert!((verification.confidence - 6.0 / 7.0).abs() < 1e-9);
 }
+
+#[tokio::test]
+async fn a_call_can_be_verified_against_declared_expectations() {
+    let r = rig(MockBlender::new()).await;
+    let (answer, verification) = r
+        .pipeline
+        .call_and_verify(
+            "mesh.create_cube",
+            json!({"name": "Crate", "location": [0, 0, 1]}),
+            &[
+                Expectation::ObjectExists {
+                    name: "Crate".into(),
+                },
+                Expectation::Location {
+                    name: "Crate".into(),
+                    location: [0.0, 0.0, 1.0],
+                    tolerance: 1e-4,
+                },
+            ],
+        )
+        .await;
+    assert!(answer.is_ok());
+    assert_eq!(verification.confidence, 1.0);
+    let (failed, verification) = r
+        .pipeline
+        .call_and_verify(
+            "mesh.create_cube",
+            json!({"name": "Crate"}),
+            &[Expectation::ObjectExists {
+                name: "Crate".into(),
+            }],
+        )
+        .await;
+    assert!(failed.error().is_some());
+    assert_eq!(verification.confidence, 0.0);
+}

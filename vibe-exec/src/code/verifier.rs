@@ -159,3 +159,28 @@ impl ResultVerifier {
         Verification { checks, confidence }
     }
 }
+
+impl Pipeline {
+    /// Runs a call through every phase, then checks `expectations` with read-backs (the
+    /// verify phase of seed 001 with declared expectations). The verification is skipped (empty,
+    /// confidence 0) when the call failed.
+    pub async fn call_and_verify(
+        &self,
+        tool: &str,
+        params: Value,
+        expectations: &[Expectation],
+    ) -> (vibe_errors::Envelope, Verification) {
+        let envelope = self.call(tool, params).await;
+        if !envelope.is_ok() {
+            return (
+                envelope,
+                Verification {
+                    checks: Vec::new(),
+                    confidence: 0.0,
+                },
+            );
+        }
+        let verification = ResultVerifier.verify(self, expectations).await;
+        (envelope, verification)
+    }
+}
