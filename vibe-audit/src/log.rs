@@ -106,28 +106,25 @@ impl AuditLog {
             event
         };
         let time = self.clock.now();
-        self.buffer.clear();
-        let hash = seal_into(
-            &mut self.buffer,
-            self.head.seq + 1,
-            &time,
-            &self.head.hash,
-            event,
-        );
+        let mut hash = self.seal(&time, event);
         if self.sink.rotate_due(self.buffer.len()) {
             self.rotate(&time)?;
-            // The record is sealed again after the rotation record.
-            self.buffer.clear();
-            let hash = seal_into(
-                &mut self.buffer,
-                self.head.seq + 1,
-                &time,
-                &self.head.hash,
-                event,
-            );
-            return self.commit(hash);
+            // The record follows the rotation record now, so it is sealed again.
+            hash = self.seal(&time, event);
         }
         self.commit(hash)
+    }
+
+    /// Seals `event` as the next record into the buffer; returns its hash.
+    fn seal(&mut self, time: &str, event: &Event) -> String {
+        self.buffer.clear();
+        seal_into(
+            &mut self.buffer,
+            self.head.seq + 1,
+            time,
+            &self.head.hash,
+            event,
+        )
     }
 
     fn commit(&mut self, hash: String) -> Result<&ChainHead, AuditError> {
@@ -146,14 +143,7 @@ impl AuditLog {
             RecordKind::Rotated,
             json!({"previous_file": previous, "previous_seq": self.head.seq, "previous_hash": self.head.hash}),
         );
-        self.buffer.clear();
-        let hash = seal_into(
-            &mut self.buffer,
-            self.head.seq + 1,
-            time,
-            &self.head.hash,
-            &event,
-        );
+        let hash = self.seal(time, &event);
         self.commit(hash)?;
         Ok(())
     }

@@ -50,6 +50,13 @@ pub struct SessionConfig {
     pub time_per_tool_ms: u64,
 }
 
+impl SessionConfig {
+    /// The deadline of one call under these settings (at least 1 ms).
+    pub fn call_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.time_per_tool_ms.max(1))
+    }
+}
+
 /// One frame of wire protocol v1.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Frame {
@@ -101,39 +108,26 @@ pub enum Frame {
     Bye,
 }
 
-/// The flat wire shape of every frame.
-#[derive(Default, Deserialize)]
+/// The flat wire shape of every frame, as read (every field optional; `Frame::parse` checks
+/// which ones a type needs; a missing `Option` field reads as `None`).
+#[derive(Deserialize)]
 struct WireFrame {
     #[serde(rename = "type")]
     kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     id: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     tool: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     params: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     deadline_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     envelope: Option<Envelope>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<ErrorBody>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     token: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     session: Option<SessionConfig>,
     // Hello fields.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     protocol: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     kernel: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     kernel_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     blender: Option<BlenderProfile>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     auth_required: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     max_frame_bytes: Option<u64>,
 }
 

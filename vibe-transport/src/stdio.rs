@@ -220,7 +220,7 @@ impl Transport for StdioTransport {
     }
 
     async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
-        let deadline = Duration::from_millis(session.time_per_tool_ms.max(1));
+        let deadline = session.call_deadline();
         self.connection
             .configure(self.next_id(), session, deadline)
             .await

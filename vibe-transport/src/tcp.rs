@@ -173,7 +173,7 @@ impl Transport for TcpTransport {
     }
 
     async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
-        let deadline = Duration::from_millis(session.time_per_tool_ms.max(1));
+        let deadline = session.call_deadline();
         let connection = self.current(deadline).await?;
         let answer = connection
             .configure(self.next_id(), session, deadline)

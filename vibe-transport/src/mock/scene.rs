@@ -105,14 +105,15 @@ pub struct Modifier {
 impl Modifier {
     /// A modifier of `kind` with Blender's defaults.
     pub fn with_defaults(name: String, kind: &str) -> Modifier {
+        let (levels, render_levels, count, segments) = vibe_contract::MODIFIER_DEFAULTS;
         Modifier {
             name,
             kind: kind.to_owned(),
-            levels: 1,
-            render_levels: 2,
+            levels,
+            render_levels,
             width: 0.1,
-            segments: 1,
-            count: 2,
+            segments,
+            count,
             thickness: 0.01,
         }
     }
