@@ -34,6 +34,7 @@ fn setup() -> (HostProposal, BridgePolicy, BlenderProfile) {
         platform: "linux".into(),
         background: true,
         features: caps,
+        confinement: Default::default(),
     };
     (
         HostProposal::new("bench-session", host),

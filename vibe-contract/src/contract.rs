@@ -60,6 +60,9 @@ pub struct BlenderProfile {
     /// Capabilities and features the kernel supports (e.g. `scene.write`, `code_exec`).
     #[serde(default)]
     pub features: BTreeSet<String>,
+    /// The confinement the kernel runs under; `code_exec` depends on it.
+    #[serde(default)]
+    pub confinement: crate::Confinement,
 }
 
 /// A pointer to a registry: name, version and the fingerprint of its content.

@@ -14,6 +14,7 @@
 //!     platform: "linux".into(),
 //!     background: true,
 //!     features: ["scene.read", "scene.write", "transactions"].map(String::from).into(),
+//!     confinement: Default::default(),
 //! };
 //! let host = HostProfile {
 //!     name: "my-agent".into(),
@@ -64,6 +65,7 @@
 //! ~605 MiB/s, 62% of `serde_json::to_vec` + blake3 over the same value (~970 MiB/s; target
 //! >= 50%).
 
+mod confinement;
 mod contract;
 mod default_registry;
 mod fingerprint;
@@ -75,6 +77,7 @@ mod schema_check;
 mod tool_registry;
 mod version;
 
+pub use confinement::Confinement;
 pub use contract::*;
 pub use default_registry::{
     BLENDER_CORE_V1_MACROS_YAML, BLENDER_CORE_V1_TOOLS_YAML, blender_core_v1,

@@ -493,6 +493,9 @@ pub fn negotiate(
         .capabilities
         .iter()
         .filter(|cap| policy.capabilities.contains(*cap) && blender.features.contains(*cap))
+        .filter(|cap| {
+            cap.as_str() != CAP_CODE_EXEC || blender.confinement.code_exec_refusal().is_none()
+        })
         .cloned()
         .collect();
     // Rule 7.
@@ -513,13 +516,17 @@ pub fn negotiate(
                 ),
             });
         } else if let Some(cap) = req.capabilities.iter().find(|cap| !granted.contains(*cap)) {
-            excluded.push(ExcludedTool {
-                name: tool.name.clone(),
-                code: ErrorCode::CapabilityMissing,
-                why: format!(
+            let why = match blender.confinement.code_exec_refusal() {
+                Some(reason) if cap == CAP_CODE_EXEC => format!("{}: {reason}", tool.name),
+                _ => format!(
                     "{} needs capability {cap:?}, which this session was not granted",
                     tool.name
                 ),
+            };
+            excluded.push(ExcludedTool {
+                name: tool.name.clone(),
+                code: ErrorCode::CapabilityMissing,
+                why,
             });
         }
     }

@@ -10,6 +10,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# Before anything else: a jailed kernel adds its last seccomp layer (no execve) here.
+from vibe_kernel import confine  # noqa: E402
+
+confine.STATE = confine.establish()
+
 from vibe_kernel.wire import main  # noqa: E402
 
 argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]

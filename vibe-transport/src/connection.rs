@@ -278,6 +278,34 @@ impl Connection {
         self.request(id, frame, deadline).await
     }
 
+    /// Sends `checkpoint` (save the scene to `path`) as request `id` and waits for its answer.
+    pub async fn checkpoint(
+        &self,
+        id: u64,
+        path: &str,
+        deadline: Duration,
+    ) -> Result<Envelope, TransportError> {
+        let frame = Frame::Checkpoint {
+            id,
+            path: path.to_owned(),
+        };
+        self.request(id, frame, deadline).await
+    }
+
+    /// Sends `restore` (load the scene from `path`) as request `id` and waits for its answer.
+    pub async fn restore(
+        &self,
+        id: u64,
+        path: &str,
+        deadline: Duration,
+    ) -> Result<Envelope, TransportError> {
+        let frame = Frame::Restore {
+            id,
+            path: path.to_owned(),
+        };
+        self.request(id, frame, deadline).await
+    }
+
     /// Sends a call and waits for its answer, within its deadline. A `scene.snapshot` result
     /// is sealed (fingerprints and indices) here, so every backend hashes the same way.
     pub async fn call(&self, call: Call) -> Result<Envelope, TransportError> {

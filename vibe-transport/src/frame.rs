@@ -87,6 +87,22 @@ pub enum Frame {
         /// Milliseconds the kernel has, from receipt.
         deadline_ms: u64,
     },
+    /// Bridge -> kernel: save the whole scene as a `.blend` at `path` (the last good state a
+    /// replacement kernel is restored from); answered by a `result` with the same id.
+    Checkpoint {
+        /// Request id.
+        id: u64,
+        /// Where to write, inside the kernel's private folder.
+        path: String,
+    },
+    /// Bridge -> kernel: replace the scene with the `.blend` at `path` (Python auto-execution
+    /// off), forgetting cached references and any open transaction; answered by a `result`.
+    Restore {
+        /// Request id.
+        id: u64,
+        /// The checkpoint to load.
+        path: String,
+    },
     /// Bridge -> kernel: stop call `id` as soon as feasible.
     Cancel {
         /// The call to cancel.
@@ -122,6 +138,7 @@ struct WireFrame {
     error: Option<ErrorBody>,
     token: Option<String>,
     session: Option<SessionConfig>,
+    path: Option<String>,
     // Hello fields.
     protocol: Option<u32>,
     kernel: Option<String>,
@@ -204,6 +221,14 @@ impl Frame {
             "cancel" => Frame::Cancel {
                 id: need(wire.id, kind, "id")?,
             },
+            "checkpoint" => Frame::Checkpoint {
+                id: need(wire.id, kind, "id")?,
+                path: need(wire.path, kind, "path")?,
+            },
+            "restore" => Frame::Restore {
+                id: need(wire.id, kind, "id")?,
+                path: need(wire.path, kind, "path")?,
+            },
             "result" => Frame::Result {
                 id: need(wire.id, kind, "id")?,
                 envelope: need(wire.envelope, kind, "envelope")?,
@@ -225,6 +250,8 @@ impl Frame {
             Frame::Configure { .. } => "configure",
             Frame::Call { .. } => "call",
             Frame::Cancel { .. } => "cancel",
+            Frame::Checkpoint { .. } => "checkpoint",
+            Frame::Restore { .. } => "restore",
             Frame::Result { .. } => "result",
             Frame::Error { .. } => "error",
             Frame::Bye => "bye",
@@ -264,6 +291,10 @@ impl Frame {
                 wire.deadline_ms = Some(*deadline_ms);
             }
             Frame::Cancel { id } => wire.id = Some(*id),
+            Frame::Checkpoint { id, path } | Frame::Restore { id, path } => {
+                wire.id = Some(*id);
+                wire.path = Some(path);
+            }
             Frame::Result { id, envelope } => {
                 wire.id = Some(*id);
                 wire.envelope = Some(envelope);
@@ -298,6 +329,8 @@ struct WireOut<'a> {
     token: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<&'a SessionConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     protocol: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 7] = [
+pub const KERNEL_FILES: [(&str, &str); 8] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -44,6 +44,10 @@ pub const KERNEL_FILES: [(&str, &str); 7] = [
     (
         "vibe_kernel/codeexec.py",
         include_str!("../kernel/vibe_kernel/codeexec.py"),
+    ),
+    (
+        "vibe_kernel/confine.py",
+        include_str!("../kernel/vibe_kernel/confine.py"),
     ),
     (
         "vibe_kernel/envelope.py",

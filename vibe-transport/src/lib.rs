@@ -75,6 +75,9 @@ mod rng;
 pub mod snapshot;
 mod transport;
 
+#[cfg(feature = "jail")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jail")))]
+pub mod jail;
 #[cfg(feature = "stdio")]
 pub mod kernel;
 #[cfg(feature = "mock")]

@@ -41,7 +41,23 @@ pub struct StdioOptions {
     pub handshake: HandshakeOptions,
     /// How long `close` waits for the child to exit before killing it.
     pub shutdown_grace: Duration,
+    /// The jail's folders when the child runs confined (kept while the transport lives).
+    #[cfg(feature = "jail")]
+    pub jail_dirs: Option<Arc<crate::jail::JailDirs>>,
 }
+
+/// Variables of the bridge's environment an unconfined kernel inherits; every other variable
+/// (an MCP host's API keys, say) stays out. Add more with [`StdioOptions::env`].
+pub const INHERITED_ENV: [&str; 8] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "DISPLAY",
+    "XAUTHORITY",
+];
 
 impl StdioOptions {
     /// Defaults: a 60 s handshake (Blender can take a while to start), a 5 s shutdown grace.
@@ -56,6 +72,8 @@ impl StdioOptions {
                 ..HandshakeOptions::default()
             },
             shutdown_grace: Duration::from_secs(5),
+            #[cfg(feature = "jail")]
+            jail_dirs: None,
         }
     }
 
@@ -63,6 +81,14 @@ impl StdioOptions {
     pub fn arg(mut self, arg: impl Into<OsString>) -> StdioOptions {
         self.args.push(arg.into());
         self
+    }
+
+    /// Whether the child runs in a jail.
+    pub fn is_jailed(&self) -> bool {
+        #[cfg(feature = "jail")]
+        return self.jail_dirs.is_some();
+        #[cfg(not(feature = "jail"))]
+        false
     }
 
     /// Adds an environment variable.
@@ -81,6 +107,9 @@ pub struct StdioTransport {
     exited: Mutex<Option<oneshot::Receiver<String>>>,
     grace: Duration,
     next_id: AtomicU64,
+    pid: Option<u32>,
+    #[cfg(feature = "jail")]
+    jail_dirs: Option<Arc<crate::jail::JailDirs>>,
 }
 
 impl std::fmt::Debug for StdioTransport {
@@ -95,19 +124,33 @@ impl StdioTransport {
     /// Starts the child and runs the handshake.
     pub async fn spawn(options: StdioOptions) -> Result<StdioTransport, TransportError> {
         let mut command = Command::new(&options.program);
+        // A minimal environment: a jail names every variable itself, an unconfined kernel
+        // inherits only INHERITED_ENV.
+        command.env_clear();
+        if !options.is_jailed() {
+            for key in INHERITED_ENV {
+                if let Some(value) = std::env::var_os(key) {
+                    command.env(key, value);
+                }
+            }
+        }
         command
             .args(&options.args)
             .envs(options.env.iter().map(|(k, v)| (k, v)))
+            // Its own process group, so a kill reaches every process it started.
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let mut child = command.spawn().map_err(|e| {
+        let child = command.spawn().map_err(|e| {
             TransportError::Connect(format!(
                 "could not start {}: {e}",
                 options.program.display()
             ))
         })?;
+        let mut child = child;
+        let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -123,6 +166,7 @@ impl StdioTransport {
         let connection = match establish.await {
             Ok(connection) => Arc::new(connection),
             Err(error) => {
+                kill_group(pid);
                 let _ = child.start_kill();
                 let tail = tail(&stderr_ring, 5);
                 return Err(match error {
@@ -150,12 +194,66 @@ impl StdioTransport {
             exited: Mutex::new(Some(exited)),
             grace: options.shutdown_grace,
             next_id: AtomicU64::new(1),
+            pid,
+            #[cfg(feature = "jail")]
+            jail_dirs: options.jail_dirs.clone(),
         })
+    }
+
+    /// The child's process id (its process group has the same id).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The kernel's private, writable folder when it runs in a jail.
+    #[cfg(feature = "jail")]
+    pub fn private_dir(&self) -> Option<&std::path::Path> {
+        self.jail_dirs.as_deref().map(|dirs| dirs.private.as_path())
+    }
+
+    /// Kills the child's whole process group at once (SIGKILL) and fails every call in flight.
+    /// In a jail, the pid namespace ends with it.
+    pub fn kill(&self) {
+        kill_group(self.pid);
+        if let Some(kill) = self.kill.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = kill.send(());
+        }
+    }
+
+    /// Saves the scene to `path` (a `.blend` the kernel can write).
+    pub async fn checkpoint(
+        &self,
+        path: &str,
+        deadline: Duration,
+    ) -> Result<Envelope, TransportError> {
+        self.connection
+            .checkpoint(self.next_id(), path, deadline)
+            .await
+    }
+
+    /// Loads the scene from `path` (a `.blend` the kernel can read).
+    pub async fn restore(
+        &self,
+        path: &str,
+        deadline: Duration,
+    ) -> Result<Envelope, TransportError> {
+        self.connection
+            .restore(self.next_id(), path, deadline)
+            .await
     }
 
     /// The last `n` stderr lines, joined.
     pub fn stderr_tail(&self, n: usize) -> String {
         tail(&self.stderr, n)
+    }
+}
+
+/// SIGKILL to the process group `pid` leads (the child was started as its own group).
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok())
+        && let Some(pid) = rustix::process::Pid::from_raw(pid)
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
 

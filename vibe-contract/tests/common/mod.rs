@@ -25,6 +25,24 @@ pub fn blender(version: &str, background: bool) -> BlenderProfile {
         platform: "linux".into(),
         background,
         features: set(&ALL_CAPS),
+        confinement: jailed(),
+    }
+}
+
+/// The confinement of a kernel the bridge started in a jail.
+pub fn jailed() -> vibe_contract::Confinement {
+    vibe_contract::Confinement {
+        filesystem: true,
+        network: true,
+        exec: true,
+        memory_mib: Some(8_192),
+        layers: vec![
+            "namespaces".into(),
+            "landlock".into(),
+            "seccomp".into(),
+            "rlimits".into(),
+        ],
+        unconfined_code_opt_in: false,
     }
 }
 

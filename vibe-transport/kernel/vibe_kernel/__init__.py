@@ -2,7 +2,9 @@
 
 As an add-on (GUI Blender) it listens on 127.0.0.1:9833 (port and token from the environment:
 VIBE_PORT, VIBE_TOKEN; without VIBE_TOKEN a random token is written to a file readable only by
-this user, and its path printed) and runs requests on the main thread from one persistent timer. Headless,
+this user, and its path printed) and runs requests on the main thread from one persistent timer.
+The GUI cannot be jailed, so agent code (`python.exec`) is offered only when the operator sets
+VIBE_ALLOW_UNCONFINED_CODE=1 before starting Blender; the hello then says "unconfined". Headless,
 run `run_kernel.py` instead (see wire.py).
 """
 
@@ -28,9 +30,11 @@ def register():
 
     import bpy
 
-    from . import wire
+    from . import confine, wire
 
     global _server
+    # The GUI cannot be jailed: agent code runs here only if the operator opted in.
+    confine.STATE = confine.establish({"VIBE_ALLOW_UNCONFINED_CODE": os.environ.get("VIBE_ALLOW_UNCONFINED_CODE")})
     kernel = wire.Kernel()
     wire.install_busy_handlers(kernel)
     inbox = queue.Queue()

@@ -21,7 +21,7 @@ import time
 
 import bpy
 
-from . import tools
+from . import confine, tools
 from .envelope import Refusal, err, from_exception, ok
 from .state import KernelState
 
@@ -37,7 +37,10 @@ def blender_version():
 
 
 def offered_features():
-    features = {"scene.read", "scene.write", "transactions", "file.write", "code_exec"}
+    features = {"scene.read", "scene.write", "transactions", "file.write"}
+    # Agent code only in a jail, or where the operator opted in to unconfined code.
+    if confine.permits_code(confine.STATE):
+        features.add("code_exec")
     # Stills render with Cycles on the CPU; it is an add-on, enabled in factory settings.
     if hasattr(bpy.types.Scene, "cycles") or "cycles" in bpy.context.preferences.addons:
         features.add("render")
@@ -59,7 +62,8 @@ class Kernel:
         build = build.decode() if isinstance(build, bytes) else str(build)
         return {"type": "hello", "protocol": PROTOCOL, "kernel": "vibe-kernel", "kernel_version": KERNEL_VERSION,
                 "blender": {"version": self.blender_version, "build_hash": build, "platform": sys.platform,
-                            "background": bool(bpy.app.background), "features": sorted(self.state.features)},
+                            "background": bool(bpy.app.background), "features": sorted(self.state.features),
+                            "confinement": dict(confine.STATE)},
                 "auth_required": auth_required, "max_frame_bytes": MAX_FRAME_BYTES}
 
     def file_op(self, operation):
@@ -115,7 +119,26 @@ class Kernel:
             return {"type": "result", "id": call_id, "envelope": envelope}
         if kind == "configure":
             return {"type": "result", "id": frame.get("id"), "envelope": ok(self.state.configure(frame.get("session", {})))}
+        if kind in ("checkpoint", "restore"):
+            return {"type": "result", "id": frame.get("id"), "envelope": self.state_file(kind, frame.get("path"))}
         return None
+
+    def state_file(self, kind, path):
+        """Saves the scene to, or loads it from, a `.blend` the bridge names (the last good state
+        a replacement kernel is restored from)."""
+        if not isinstance(path, str) or not os.path.isabs(path) or not path.endswith(".blend"):
+            return err("invalid_arguments", "%s needs an absolute .blend path" % kind, field="path")
+        try:
+            if kind == "checkpoint":
+                self.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False,
+                                                                compress=False))
+            else:
+                self.file_op(lambda: bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False))
+                self.state.transaction = None
+                self.state.seen.clear()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an envelope
+            return from_exception(exc)
+        return ok({"path": path})
 
     def cancel(self, call_id):
         with self.lock:
@@ -175,7 +198,7 @@ class Channel:
                     return
                 if frame.get("type") == "cancel":
                     self.kernel.cancel(frame.get("id"))
-                elif frame.get("type") in ("call", "configure"):
+                elif frame.get("type") in ("call", "configure", "checkpoint", "restore"):
                     self.inbox.put((self, frame))
                 else:
                     self.send(protocol_error("unexpected frame type %r" % frame.get("type")))

@@ -19,7 +19,7 @@ mod transport;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use serde_json::Value;
-use vibe_contract::{BlenderProfile, BlenderVersion, SanityLimits};
+use vibe_contract::{BlenderProfile, BlenderVersion, Confinement, SanityLimits};
 use vibe_errors::Envelope;
 
 pub use faults::{Fault, FaultPlan};
@@ -185,6 +185,11 @@ impl MockBlender {
                 platform: std::env::consts::OS.into(),
                 background: self.background,
                 features,
+                // The embedder that plugs in a code runner is the operator who opted in to it.
+                confinement: Confinement {
+                    unconfined_code_opt_in: self.code.is_some(),
+                    ..Confinement::default()
+                },
             },
             auth_required: false,
             max_frame_bytes: crate::codec::DEFAULT_MAX_FRAME_BYTES as u64,

@@ -1,0 +1,144 @@
+//! The seccomp filters of the jail, compiled with `seccompiler`.
+//!
+//! Three programs, stacked (the kernel evaluates every filter; the strictest answer wins):
+//!
+//! * [`confinement_filter`], applied by the launcher: no new processes (`fork`, `vfork`, and
+//!   `clone` without `CLONE_THREAD`, so threads still start), no sockets but `AF_UNIX`, and none
+//!   of the calls that reach beyond the process (ptrace, mounts, namespaces, kernel modules,
+//!   BPF, perf events, io_uring, userfaultfd, keyrings, handles to files by inode).
+//! * [`clone3_filter`], applied by the launcher: `clone3` answers `ENOSYS`, so the C library
+//!   falls back to `clone`, whose flags the first filter can see (`clone3` passes them in memory).
+//! * [`exec_filter`], installed by the kernel itself before it reads its first frame (the
+//!   launcher must still `execve` Blender): no `execve` or `execveat`, so the kernel cannot be
+//!   replaced by another program that would keep its pipes.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+/// Why a filter could not be built.
+pub type FilterError = seccompiler::BackendError;
+
+fn arch() -> Result<TargetArch, FilterError> {
+    TargetArch::try_from(std::env::consts::ARCH)
+}
+
+/// Calls refused outright by [`confinement_filter`].
+fn refused_calls() -> Vec<i64> {
+    let mut calls = vec![
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_userfaultfd,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_kexec_load,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_acct,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_reboot,
+        libc::SYS_syslog,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_quotactl,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+        libc::SYS_pidfd_getfd,
+        libc::SYS_personality,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        libc::SYS_fork,
+        libc::SYS_vfork,
+        libc::SYS_iopl,
+        libc::SYS_ioperm,
+        libc::SYS_kexec_file_load,
+    ]);
+    calls
+}
+
+fn program(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    answer: SeccompAction,
+) -> Result<BpfProgram, FilterError> {
+    SeccompFilter::new(rules, SeccompAction::Allow, answer, arch()?)?.try_into()
+}
+
+/// No new processes, no sockets but `AF_UNIX`, nothing beyond the process; `EPERM` otherwise.
+pub fn confinement_filter() -> Result<BpfProgram, FilterError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = refused_calls()
+        .into_iter()
+        .map(|call| (call, Vec::new()))
+        .collect();
+    // A clone without CLONE_THREAD makes a process; threads keep working.
+    let no_thread = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Qword,
+        SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64),
+        0,
+    )?;
+    rules.insert(libc::SYS_clone, vec![SeccompRule::new(vec![no_thread])?]);
+    let not_unix = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Ne,
+        libc::AF_UNIX as u64,
+    )?;
+    rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix])?]);
+    program(rules, SeccompAction::Errno(libc::EPERM as u32))
+}
+
+/// `clone3` answers `ENOSYS`, so thread creation falls back to `clone`.
+pub fn clone3_filter() -> Result<BpfProgram, FilterError> {
+    program(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Errno(libc::ENOSYS as u32),
+    )
+}
+
+/// No program execution: `execve` and `execveat` answer `EPERM`.
+pub fn exec_filter() -> Result<BpfProgram, FilterError> {
+    program(
+        BTreeMap::from([
+            (libc::SYS_execve, Vec::new()),
+            (libc::SYS_execveat, Vec::new()),
+        ]),
+        SeccompAction::Errno(libc::EPERM as u32),
+    )
+}
+
+/// A program as raw bytes (`struct sock_filter` in native byte order, 8 bytes each), as the
+/// kernel's `prctl(PR_SET_SECCOMP)` wants it.
+pub fn to_bytes(program: &BpfProgram) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(program.len() * 8);
+    for instruction in program {
+        bytes.extend_from_slice(&instruction.code.to_ne_bytes());
+        bytes.push(instruction.jt);
+        bytes.push(instruction.jf);
+        bytes.extend_from_slice(&instruction.k.to_ne_bytes());
+    }
+    bytes
+}
