@@ -86,6 +86,8 @@ pub mod mock;
 pub mod serve;
 #[cfg(feature = "stdio")]
 mod stdio;
+#[cfg(feature = "stdio")]
+pub mod supervised;
 #[cfg(feature = "tcp")]
 mod tcp;
 
@@ -102,5 +104,7 @@ pub use kernel::{KERNEL_FILES, write_kernel};
 pub use mock::{Fault, FaultPlan, MockBlender, MockTransport};
 #[cfg(feature = "stdio")]
 pub use stdio::{STDERR_LINES, StdioOptions, StdioTransport};
+#[cfg(feature = "stdio")]
+pub use supervised::{KernelFactory, SupervisedKernel, factory as kernel_factory};
 #[cfg(feature = "tcp")]
 pub use tcp::{DEFAULT_PORT, TcpOptions, TcpTransport};
