@@ -144,15 +144,18 @@ class KernelTest(unittest.TestCase):
         self.assertFalse(self.ok("object.audit_identity", name="Anchor")["created_by_agent"])
 
 
-if __name__ == "__main__":
-    unittest.main()
+def code_kernel():
+    """A kernel that offers code_exec, as a jailed or opted-in one does (wire.offered_features)."""
+    k = Kernel()
+    k.state.features.add("code_exec")
+    k.state.configure({"session_id": "c", "capabilities": ["scene.read", "scene.write", "code_exec"]})
+    return k
 
 
 class CodeExecTest(unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
-        self.k = Kernel()
-        self.k.state.configure({"session_id": "c", "capabilities": ["scene.read", "scene.write", "code_exec"]})
+        self.k = code_kernel()
 
     def exec(self, code, deadline_ms=2000):
         self.k.call_deadline_ms = deadline_ms
@@ -201,3 +204,7 @@ class TokenTest(unittest.TestCase):
             self.assertEqual(f.read().strip(), made)
         self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600)
         os.remove(path)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -78,7 +78,17 @@ def establish(environ=os.environ):
             os.remove(filter_path)
         except OSError:
             pass
+    global GATE_OFF
+    GATE_OFF = gate_switched_off(state, environ)
+    environ.pop("VIBE_KERNEL_GATE", None)
     return state
+
+
+def gate_switched_off(state, environ):
+    """VIBE_KERNEL_GATE=off turns the kernel's code gate off, honoured only in a full jail:
+    tests use it to show that the jail, not the gate, is the boundary."""
+    jailed = state["filesystem"] and state["network"] and state["exec"] and "memory_mib" in state
+    return jailed and environ.get("VIBE_KERNEL_GATE") == "off"
 
 
 def permits_code(state):
@@ -86,4 +96,5 @@ def permits_code(state):
     return jailed or state["unconfined_code_opt_in"]
 
 
+GATE_OFF = False
 STATE = {"filesystem": False, "network": False, "exec": False, "layers": [], "unconfined_code_opt_in": False}

@@ -1,6 +1,12 @@
-"""Error model v1 envelopes, as the Rust side defines them (vibe-errors)."""
+"""Error model v1 envelopes, as the Rust side defines them (vibe-errors).
 
-import os
+Every envelope leaves here JSON-safe: the wire encodes with `allow_nan=False` (a NaN there would
+end the kernel's loop) and the bridge's JSON parser refuses unpaired surrogates (a `\\ud800`
+escape would halt it). So `ok` and `err` check each envelope and, when needed, turn non-finite
+numbers into null (listing where, under `non_finite`) and escape unpaired surrogates."""
+
+import json
+import math
 import re
 import traceback
 
@@ -19,27 +25,81 @@ class Refusal(Exception):
         self.details = details
 
 
+def escape_surrogates(text):
+    """`text` with unpaired surrogates written as backslash escapes (valid pairs cannot occur in
+    a Python str; `print("\\ud800")` can)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def redact_paths(text):
+    """Absolute paths replaced by their last component, as in error messages."""
+    return _ABS_PATH.sub(lambda m: re.split(r"[\\/]", m.group(0).rstrip("/\\"))[-1] or "/", text)
+
+
 def sanitize(text):
     """The useful last line of error text: no traceback, no frames, no absolute paths."""
-    lines = [l.strip() for l in str(text).splitlines() if l.strip()]
+    lines = [l.strip() for l in escape_surrogates(str(text)).splitlines() if l.strip()]
     keep = [l for l in lines
             if "Traceback (most recent call last)" not in l
             and not l.startswith('File "')
             and not set(l) <= set("^~ ")]
     line = keep[-1] if keep else "unknown error"
     line = _FRAME.sub("", line)
-    line = _ABS_PATH.sub(lambda m: os.path.basename(m.group(0).rstrip("/\\")), line)
+    line = redact_paths(line)
     line = " ".join(line.split())
     if len(line) > MAX_MESSAGE_CHARS:
         line = line[:MAX_MESSAGE_CHARS - 1] + "\u2026"
     return line or "unknown error"
 
 
+def _json_safe(value, path, non_finite):
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        non_finite.append(path or "$")
+        return None
+    if isinstance(value, str):
+        return escape_surrogates(value)
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            key = escape_surrogates(str(k))
+            out[key] = _json_safe(v, "%s.%s" % (path, key) if path else key, non_finite)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v, "%s[%d]" % (path, i), non_finite) for i, v in enumerate(value)]
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    return escape_surrogates(str(value))  # never reached by the tools; never a crash either
+
+
+def json_safe(value):
+    """(value made JSON-safe, the paths of the non-finite numbers it had). The common case, already
+    safe, costs one pass of the C encoder."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+        if "\\ud" not in text:  # ASCII output: surrogates show up as \\udXXX escapes
+            return value, []
+    except (ValueError, TypeError):
+        pass
+    non_finite = []
+    return _json_safe(value, "", non_finite), non_finite
+
+
 def ok(result):
+    result, non_finite = json_safe(result)
+    if non_finite and isinstance(result, dict):
+        # Blender held NaN or infinity there (a person or agent code can set them); null here.
+        result["non_finite"] = sorted(set(result.get("non_finite") or []) | set(non_finite))
     return {"ok": True, "result": result}
 
 
 def err(code, message, **details):
+    details, _ = json_safe(details)
     return {"ok": False, "error": {"code": code, "message": sanitize(message), "details": details}}
 
 

@@ -5,11 +5,12 @@ changes anything, so a refused call leaves the scene as it was."""
 import math
 import os
 import tempfile
+import traceback
 
 import bmesh
 import bpy
 
-from .envelope import Refusal, invalid, not_found
+from .envelope import Refusal, escape_surrogates, invalid, not_found, redact_paths, sanitize
 
 MASTER = "Scene Collection"
 MAX_NAME_BYTES = 63
@@ -46,13 +47,28 @@ def opt_str(params, field):
     return value
 
 
+def finite_float(field, value, what):
+    """`value` (an int or float, not a bool) as a finite float, or an invalid_arguments refusal
+    naming the field. NaN and infinities come in through JSON that allows them (`NaN`,
+    `Infinity`, `1e999`) and would poison the scene and every later answer."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise invalid(field, "`%s` must be %s" % (field, what))
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise invalid(field, "`%s` must be a finite number, not %r" % (field, value if isinstance(value, float)
+                                                                          else "an integer that large"),
+                      reason="non_finite")
+    return number
+
+
 def opt_num(params, field):
     value = params.get(field)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise invalid(field, "`%s` must be a number" % field)
-    return float(value)
+    return finite_float(field, value, "a number")
 
 
 def opt_uint(params, field):
@@ -68,10 +84,9 @@ def opt_vec(params, field, n):
     value = params.get(field)
     if value is None:
         return None
-    if not isinstance(value, list) or len(value) != n or any(
-            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in value):
+    if not isinstance(value, list) or len(value) != n:
         raise invalid(field, "`%s` must be %d numbers" % (field, n))
-    return [float(v) for v in value]
+    return [finite_float(field, v, "%d numbers" % n) for v in value]
 
 
 def check_name(field, name):
@@ -177,6 +192,20 @@ def floats(values):
     return [float(v) for v in values]
 
 
+def finite_or_none(value):
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def transform(obj, field, non_finite):
+    """A transform vector of `obj`; components that are NaN or infinite (a person or agent code
+    set them) are null, and the field is listed in `non_finite`."""
+    values = [finite_or_none(v) for v in getattr(obj, field)]
+    if None in values:
+        non_finite.append(field)
+    return values
+
+
 def modifier_json(m):
     if m.type == "SUBSURF":
         return {"name": m.name, "type": m.type, "levels": m.levels, "render_levels": m.render_levels}
@@ -202,18 +231,22 @@ def data_json(obj):
 
 
 def object_json(obj):
-    return {
+    non_finite = []
+    out = {
         "name": obj.name,
         "type": obj.type,
-        "location": floats(obj.location),
-        "rotation_euler": floats(obj.rotation_euler),
-        "scale": floats(obj.scale),
+        "location": transform(obj, "location", non_finite),
+        "rotation_euler": transform(obj, "rotation_euler", non_finite),
+        "scale": transform(obj, "scale", non_finite),
         "parent": obj.parent.name if obj.parent else None,
         "collections": sorted(c.name for c in obj.users_collection),
         "materials": [s.material.name if s.material else None for s in obj.material_slots],
         "modifiers": [modifier_json(m) for m in obj.modifiers],
         "data": data_json(obj),
     }
+    if non_finite:
+        out["non_finite"] = non_finite
+    return out
 
 
 def principled_node(mat):
@@ -226,6 +259,8 @@ def principled_node(mat):
 
 
 def principled_json(node):
+    # Non-finite values here (and anywhere else in an answer) become null in envelope.ok, which
+    # lists their paths under `non_finite`.
     return {"base_color": floats(node.inputs["Base Color"].default_value),
             "metallic": float(node.inputs["Metallic"].default_value),
             "roughness": float(node.inputs["Roughness"].default_value)}
@@ -840,32 +875,62 @@ def remove_snapshot(path):
 
 # ---------------------------------------------------------------- files
 
-def sandbox_path(k, relative):
-    """The same rules as the bridge's sandbox guard, enforced again here."""
+def sandbox_refusal(relative, why):
+    return Refusal("contract_violation", "path %r %s" % (relative, why), reason="sandbox", field="path")
+
+
+def is_human_only(component):
+    # Case-insensitive, and as Windows reads names: trailing dots and spaces do not count.
+    return component.rstrip(". ").upper() == HUMAN_ONLY
+
+
+def sandbox_path(k, relative, companions=()):
+    """The same rules as the bridge's sandbox guard, enforced again here: a portable relative
+    path, then checked again after resolving links. Both the sandbox and the target are resolved
+    (os.path.realpath: every symlink, on any component, the last one included, dangling or not),
+    the target must lie inside the sandbox by path components (a string prefix would let
+    `/x/sandbox-evil` pass for `/x/sandbox`), and no component inside the sandbox may be
+    HUMAN_ONLY in any case. Returns the resolved path, which is what Blender writes to: the path
+    that was checked is the path that is written (short of a link swapped in between, which is
+    the jail's to stop)."""
     root = k.state.sandbox
     if not root:
         raise Refusal("contract_violation", "this session has no sandbox folder", reason="sandbox", field="path")
     ok_chars = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._- /")
     parts = relative.split("/")
     if (not relative or len(relative) > 255 or any(c not in ok_chars for c in relative) or relative.startswith("/")
-            or any(p in ("", ".", "..") or p.upper() == HUMAN_ONLY for p in parts)):
-        raise Refusal("contract_violation", "path %r is not a portable path inside the sandbox" % relative,
-                      reason="sandbox", field="path")
+            or any(p in ("", ".", "..") for p in parts)):
+        raise sandbox_refusal(relative, "is not a portable path inside the sandbox")
+    if any(is_human_only(p) for p in parts):
+        raise sandbox_refusal(relative, "is inside HUMAN_ONLY, which is for people only")
     root = os.path.realpath(root)
-    full = os.path.join(root, *parts)
-    existing = full
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.realpath(existing).startswith(root) or os.path.islink(full):
-        raise Refusal("contract_violation", "path %r resolves outside the sandbox" % relative,
-                      reason="sandbox", field="path")
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    return full
+    resolved = os.path.realpath(os.path.join(root, *parts))
+    check_resolved(root, relative, resolved)
+    if os.path.isdir(resolved):
+        raise sandbox_refusal(relative, "is a folder, not a file")
+    # Files Blender writes beside the target (a save goes to `<path>@`, then is renamed): a link
+    # planted there would be written through.
+    for suffix in companions:
+        if os.path.lexists(resolved + suffix):
+            check_resolved(root, relative + suffix, os.path.realpath(resolved + suffix))
+    os.makedirs(os.path.dirname(resolved), exist_ok=True)
+    return resolved
+
+
+def check_resolved(root, relative, resolved):
+    try:
+        inside = os.path.commonpath([root, resolved]) == root
+    except ValueError:  # different drives
+        inside = False
+    if not inside or resolved == root:
+        raise sandbox_refusal(relative, "resolves outside the sandbox (through a link)")
+    if any(is_human_only(p) for p in os.path.relpath(resolved, root).split(os.sep)):
+        raise sandbox_refusal(relative, "resolves into HUMAN_ONLY (through a link), which is for people only")
 
 
 @tool("file.save", True, "file.write")
 def file_save(k, params):
-    path = sandbox_path(k, req_str(params, "path"))
+    path = sandbox_path(k, req_str(params, "path"), companions=("@",))
     k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False))
     return {"path": params["path"], "bytes": os.path.getsize(path)}
 
@@ -880,13 +945,16 @@ def render_still(k, params):
     if not (16 <= width <= 1024 and 16 <= height <= 1024 and 1 <= samples <= 64):
         raise invalid("width", "width and height must be 16-1024, samples 1-64")
     path = sandbox_path(k, relative)
+    if "#" in path:  # Blender would replace it with the frame number: another file than checked
+        raise sandbox_refusal(relative, "resolves to a name with '#', which Blender rewrites")
     sc = scene()
     if sc.camera is None:
         raise Refusal("invalid_arguments", "the scene has no camera to render from", field="path")
     r = sc.render
     saved = (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
-             sc.cycles.samples, sc.cycles.seed, sc.cycles.device)
+             sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension)
     try:
+        r.use_file_extension = False  # write exactly the checked path, never `<path>.png`
         r.engine = "CYCLES"
         sc.cycles.device = "CPU"
         sc.cycles.samples = samples
@@ -897,7 +965,7 @@ def render_still(k, params):
         bpy.ops.render.render(write_still=True)
     finally:
         (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
-         sc.cycles.samples, sc.cycles.seed, sc.cycles.device) = saved
+         sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension) = saved
     return {"path": relative, "width": width, "height": height, "seed": seed}
 
 
@@ -908,7 +976,10 @@ def python_exec(k, params):
     from . import codeexec
 
     code = req_str(params, "code")
-    deadline_s = max(0.05, k.call_deadline_ms / 1000.0 * 0.8)
+    deadline_ms = k.call_deadline_ms
+    if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, (int, float)) or not 0 < deadline_ms < 1e9:
+        deadline_ms = 15000  # a frame's deadline_ms that is no sane number (NaN, infinite, negative)
+    deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
     snapshot = None
     if k.state.transaction is None:
         snapshot = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
@@ -935,10 +1006,13 @@ def python_exec(k, params):
         raise Refusal("timeout", "python.exec ran past its deadline of %.2f s and was interrupted" % deadline_s,
                       cancelled=True, rolled_back=rolled_back,
                       partial_effects="none: rolled back" if rolled_back else "kept: the open transaction can roll them back")
-    except Exception as exc:  # noqa: BLE001 - the agent's own error, answered as an envelope
+    except codeexec.AgentError as failure:
         rolled_back = restore()
-        from .envelope import sanitize
-        import traceback
+        message = sanitize(failure.message)
+        k.state.log_console("python.exec", message)
+        raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
+    except Exception as exc:  # noqa: BLE001 - the kernel's own failure around the run: still atomic
+        rolled_back = restore()
         message = sanitize("".join(traceback.format_exception_only(type(exc), exc)))
         k.state.log_console("python.exec", message)
         raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
@@ -946,4 +1020,7 @@ def python_exec(k, params):
         k.state.identity.clear()
         if snapshot is not None:
             remove_snapshot(snapshot)
-    return {"stdout": stdout, "truncated": truncated}
+    # What the code printed goes back to the agent and the bridge: escaped (an unpaired surrogate
+    # would halt the bridge's JSON parser; CappedOutput escapes them as they are written) and
+    # with absolute paths cut to their last component, as error messages are.
+    return {"stdout": redact_paths(escape_surrogates(stdout)), "truncated": truncated}

@@ -150,6 +150,10 @@ def protocol_error(message):
                                        "details": {"reason": "contract_violation"}}}
 
 
+def refuse_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
 def encode(frame):
     return (json.dumps(frame, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
 
@@ -174,7 +178,7 @@ class Channel:
             return None
         if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
             raise ValueError("frame exceeds %d bytes" % MAX_FRAME_BYTES)
-        frame = json.loads(line.decode("utf-8"))
+        frame = json.loads(line.decode("utf-8"), parse_constant=refuse_constant)
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise ValueError("a frame must be a JSON object with a type")
         return frame
@@ -227,6 +231,11 @@ def drain(kernel, inbox, deadline=None):
         if answer is not None:
             try:
                 channel.send(answer)
+            except ValueError as exc:
+                # An answer that is not JSON (a non-finite number from a request) is refused,
+                # never fatal to the loop.
+                channel.send({"type": "result", "id": None, "envelope": err(
+                    "invalid_arguments", "the answer could not be encoded: %s" % exc)})
             except OSError:
                 channel.closed = True
         if deadline is not None and time.monotonic() >= deadline:

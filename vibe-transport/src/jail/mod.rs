@@ -69,6 +69,7 @@ pub struct Jail {
     read_roots: Vec<PathBuf>,
     best_effort: bool,
     state_root: Option<PathBuf>,
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
 impl Jail {
@@ -83,6 +84,7 @@ impl Jail {
             read_roots: Vec::new(),
             best_effort: false,
             state_root: None,
+            env: Vec::new(),
         }
     }
 
@@ -108,6 +110,14 @@ impl Jail {
     /// that the jail does not find from the program's path).
     pub fn read_root(mut self, path: impl Into<PathBuf>) -> Jail {
         self.read_roots.push(path.into());
+        self
+    }
+
+    /// An environment variable the kernel gets (its environment is otherwise only what Blender
+    /// needs). `VIBE_KERNEL_GATE=off` switches the kernel's own code gate off, honoured only in a
+    /// jail: tests use it to show that the jail holds without any gate.
+    pub fn env(mut self, key: impl Into<std::ffi::OsString>, value: impl Into<std::ffi::OsString>) -> Jail {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -198,6 +208,7 @@ impl Jail {
             .push(Path::new(JAIL_KERNEL_DIR).join("run_kernel.py").into());
         options.args.extend(tail_args.iter().map(Into::into));
         options.env = plan.environment();
+        options.env.extend(self.env.iter().cloned());
         options.jail_dirs = Some(std::sync::Arc::new(dirs));
         Ok(options)
     }
