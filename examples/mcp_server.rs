@@ -9,7 +9,15 @@
 //!
 //! Options: `--sandbox DIR` (where file.save and render.still may write; default a `vibe-mcp`
 //! folder in the system's temp folder), `--audit FILE` (default `vibe_audit.jsonl` beside the
-//! sandbox). The agreed registry becomes MCP tools (dots in names become underscores); every
+//! sandbox), `--allow-code` (offer `python.exec`).
+//!
+//! A headless Blender (`--blender`, `--bpy-python`) is started in the jail (Linux: bubblewrap,
+//! Landlock, seccomp, rlimits; see `vibe_transport::jail`) and supervised: a call past its
+//! deadline kills it and a fresh one is restored to the state before the call. `--allow-code`
+//! asks for `code_exec`, which negotiation grants only on a jailed kernel, or on a GUI add-on
+//! whose operator started Blender with `VIBE_ALLOW_UNCONFINED_CODE=1`; otherwise `python_exec` is
+//! not offered and the server says why on stderr. `--no-jail` starts a headless kernel unconfined
+//! (no agent code then). The agreed registry becomes MCP tools (dots in names become underscores); every
 //! `tools/call` goes through the full pipeline and answers with the envelope as
 //! `structuredContent`, the same JSON as text, and `isError = !ok`. Argument errors are tool
 //! errors the model can read and correct, never JSON-RPC errors. Logs go to stderr only.
@@ -26,12 +34,14 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use vibe::audit::{AuditLog, AuditWriter, FileOptions, Overflow, Redactor};
 use vibe::contract::{
-    Agreement, BridgePolicy, HostProfile, HostProposal, blender_core_v1, negotiate,
+    Agreement, BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, blender_core_v1, negotiate,
 };
 use vibe::errors::{Envelope, ErrorBody, ErrorCode};
 use vibe::exec::{Pipeline, Sandbox};
+use vibe::transport::jail::Jail;
 use vibe::transport::{
-    MockBlender, MockTransport, StdioOptions, StdioTransport, TcpOptions, TcpTransport, Transport,
+    MockBlender, MockTransport, StdioOptions, StdioTransport, SupervisedKernel, TcpOptions,
+    TcpTransport, Transport, kernel_factory,
 };
 
 struct VibeServer {
@@ -93,7 +103,7 @@ impl ServerHandler for VibeServer {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: mcp_server (--mock | --blender PATH | --bpy-python PATH | --tcp ADDR [--token-file FILE]) [--sandbox DIR] [--audit FILE]"
+        "usage: mcp_server (--mock | --blender PATH | --bpy-python PATH | --tcp ADDR [--token-file FILE]) [--sandbox DIR] [--audit FILE] [--allow-code] [--no-jail]"
     );
     std::process::exit(2)
 }
@@ -104,19 +114,40 @@ fn arg_value(args: &[String], flag: &str) -> Option<String> {
         .map(|i| args.get(i + 1).cloned().unwrap_or_else(|| usage()))
 }
 
-async fn transport(args: &[String]) -> Result<Arc<dyn Transport>, Box<dyn std::error::Error>> {
+async fn transport(
+    args: &[String],
+    sandbox: &std::path::Path,
+) -> Result<Arc<dyn Transport>, Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--mock") {
         return Ok(Arc::new(MockTransport::new(MockBlender::new())));
     }
-    if let Some(blender) = arg_value(args, "--blender") {
-        return Ok(Arc::new(
-            StdioTransport::spawn(StdioOptions::blender(blender)?).await?,
-        ));
-    }
-    if let Some(python) = arg_value(args, "--bpy-python") {
-        return Ok(Arc::new(
-            StdioTransport::spawn(StdioOptions::bpy_python(python)?).await?,
-        ));
+    let headless = match (
+        arg_value(args, "--blender"),
+        arg_value(args, "--bpy-python"),
+    ) {
+        (Some(blender), _) => Some((PathBuf::from(blender), true)),
+        (None, Some(python)) => Some((PathBuf::from(python), false)),
+        (None, None) => None,
+    };
+    if let Some((program, is_blender)) = headless {
+        if args.iter().any(|a| a == "--no-jail") {
+            let options = if is_blender {
+                StdioOptions::blender(program)?
+            } else {
+                StdioOptions::bpy_python(program)?
+            };
+            return Ok(Arc::new(StdioTransport::spawn(options).await?));
+        }
+        let jail = Jail::new(sandbox);
+        let factory = kernel_factory(move || {
+            if is_blender {
+                StdioOptions::jailed_blender(&program, &jail)
+            } else {
+                StdioOptions::jailed_bpy_python(&program, &jail)
+            }
+        });
+        let kernel = SupervisedKernel::start(factory, blender_core_v1()?.tools).await?;
+        return Ok(Arc::new(kernel));
     }
     if let Some(addr) = arg_value(args, "--tcp") {
         let mut options = TcpOptions::new(addr.parse()?);
@@ -131,39 +162,63 @@ async fn transport(args: &[String]) -> Result<Arc<dyn Transport>, Box<dyn std::e
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let transport = transport(&args).await?;
+    let allow_code = args.iter().any(|a| a == "--allow-code");
     let home = std::env::temp_dir().join("vibe-mcp");
     let sandbox_dir = arg_value(&args, "--sandbox")
         .map(PathBuf::from)
         .unwrap_or_else(|| home.join("sandbox"));
     std::fs::create_dir_all(&sandbox_dir)?;
+    let transport = transport(&args, &sandbox_dir).await?;
     let audit_path = arg_value(&args, "--audit")
         .map(PathBuf::from)
         .unwrap_or_else(|| home.join(vibe::audit::DEFAULT_LOG));
 
     let blender = transport.hello().blender.clone();
+    let mut capabilities: std::collections::BTreeSet<String> = [
+        "scene.read",
+        "scene.write",
+        "transactions",
+        "file.write",
+        "render",
+    ]
+    .map(String::from)
+    .into();
+    let mut policy = BridgePolicy::default();
+    if allow_code {
+        capabilities.insert(CAP_CODE_EXEC.into());
+        policy.capabilities.insert(CAP_CODE_EXEC.into());
+    }
     let host = HostProfile {
         name: "mcp".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        capabilities: [
-            "scene.read",
-            "scene.write",
-            "transactions",
-            "file.write",
-            "render",
-        ]
-        .map(String::from)
-        .into(),
+        capabilities,
         ..HostProfile::default()
     };
     let session = format!("mcp-{}", std::process::id());
     let agreement = negotiate(
         &HostProposal::new(session, host),
-        &BridgePolicy::default(),
+        &policy,
         &blender,
         &blender_core_v1()?,
     )
     .map_err(|r| r.error.message)?;
+    if allow_code {
+        match agreement
+            .contract
+            .excluded_tools
+            .iter()
+            .find(|e| e.name == "python.exec")
+        {
+            Some(excluded) => eprintln!(
+                "vibe mcp_server: python_exec is not offered: {}",
+                excluded.why
+            ),
+            None => eprintln!(
+                "vibe mcp_server: python_exec offered (kernel confinement: {})",
+                blender.confinement.summary()
+            ),
+        }
+    }
     eprintln!(
         "vibe mcp_server: Blender {} ({}), {} tools, contract {}",
         blender.version,
@@ -187,11 +242,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let audit = Arc::new(AuditWriter::spawn(log, 4096, Overflow::Backpressure));
     let shared = Arc::new(agreement.clone());
-    let pipeline = Pipeline::builder(agreement, Arc::clone(&transport))
+    let mut builder = Pipeline::builder(agreement, Arc::clone(&transport))
         .sandbox(Sandbox::new(&sandbox_dir)?)
-        .audit(Arc::clone(&audit))
-        .start()
-        .await?;
+        .audit(Arc::clone(&audit));
+    if allow_code {
+        builder = builder.code_gate();
+    }
+    let pipeline = builder.start().await?;
 
     let server = VibeServer {
         pipeline,

@@ -517,7 +517,13 @@ pub fn negotiate(
             });
         } else if let Some(cap) = req.capabilities.iter().find(|cap| !granted.contains(*cap)) {
             let why = match blender.confinement.code_exec_refusal() {
-                Some(reason) if cap == CAP_CODE_EXEC => format!("{}: {reason}", tool.name),
+                Some(reason)
+                    if cap == CAP_CODE_EXEC
+                        && proposal.host_profile.capabilities.contains(cap)
+                        && policy.capabilities.contains(cap) =>
+                {
+                    format!("{}: {reason}", tool.name)
+                }
                 _ => format!(
                     "{} needs capability {cap:?}, which this session was not granted",
                     tool.name

@@ -1,6 +1,7 @@
-//! Agent code against a live Blender (bpy 5.0.1 over stdio), opt-in with `VIBE_LIVE=1` and
-//! `VIBE_BPY_PYTHON`: runaway code is interrupted and the kernel keeps serving; the fast retry
-//! loop repairs real Blender errors.
+//! Agent code against a live Blender (bpy 5.0.1 over stdio, jailed and supervised), opt-in with
+//! `VIBE_LIVE=1` and `VIBE_BPY_PYTHON` (the `vibe-jail` launcher is found beside the test binary
+//! or through `VIBE_JAIL_LAUNCHER`): runaway code is interrupted and the kernel keeps serving;
+//! the fast retry loop repairs real Blender errors; without a jail, code is not granted.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -11,12 +12,13 @@ use serde_json::json;
 use vibe_contract::*;
 use vibe_exec::Pipeline;
 use vibe_exec::code::{CodeFixer, FastRetry, FixRequest};
-use vibe_transport::{StdioOptions, StdioTransport, Transport};
+use vibe_transport::jail::Jail;
+use vibe_transport::{StdioOptions, StdioTransport, SupervisedKernel, Transport, kernel_factory};
 
 async fn live_pipeline(
     what: &str,
     time_per_tool_ms: u64,
-) -> Option<(Pipeline, Arc<StdioTransport>)> {
+) -> Option<(Pipeline, Arc<SupervisedKernel>)> {
     if !std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1") {
         let _ = writeln!(
             std::io::stderr(),
@@ -26,8 +28,11 @@ async fn live_pipeline(
     }
     let python = std::env::var_os("VIBE_BPY_PYTHON")
         .expect("VIBE_LIVE=1 but VIBE_BPY_PYTHON is not set: a missing Blender is a failure");
+    let sandbox = std::env::temp_dir().join(format!("vibe-live-code-{}", std::process::id()));
+    let jail = Jail::new(&sandbox);
+    let factory = kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail));
     let transport = Arc::new(
-        StdioTransport::spawn(StdioOptions::bpy_python(python).unwrap())
+        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
             .await
             .unwrap(),
     );
@@ -154,5 +159,42 @@ async fn the_fast_retry_loop_repairs_real_blender_errors() {
             .await
             .is_ok()
     );
+    transport.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unconfined_kernel_is_not_granted_code() {
+    if !std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1") {
+        let _ = writeln!(std::io::stderr(), "SKIPPED live test (unconfined kernel)");
+        return;
+    }
+    let python = std::env::var_os("VIBE_BPY_PYTHON").expect("VIBE_BPY_PYTHON is not set");
+    let transport = StdioTransport::spawn(StdioOptions::bpy_python(python).unwrap())
+        .await
+        .unwrap();
+    let hello = &transport.hello().blender;
+    assert_eq!(hello.confinement.summary(), "none");
+    assert!(
+        !hello.features.contains("code_exec"),
+        "{:?}",
+        hello.features
+    );
+    let mut policy = BridgePolicy::default();
+    policy.capabilities.insert(CAP_CODE_EXEC.into());
+    let host = HostProfile {
+        name: "live".into(),
+        version: "1".into(),
+        capabilities: ["scene.read", "code_exec"].map(String::from).into(),
+        ..HostProfile::default()
+    };
+    let agreement = negotiate(
+        &HostProposal::new("unconfined", host),
+        &policy,
+        hello,
+        &blender_core_v1().unwrap(),
+    )
+    .unwrap();
+    let refusal = agreement.tool("python.exec").unwrap_err();
+    assert_eq!(refusal.code.as_str(), "capability_missing");
     transport.close().await.unwrap();
 }
