@@ -183,3 +183,37 @@ fn live_blender_renders_a_still() {
     let png = std::fs::read(path).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{path} is a PNG");
 }
+
+#[test]
+fn agent_code_runs_jailed_and_runaway_code_is_restored() {
+    let Some(python) = std::env::var_os("VIBE_BPY_PYTHON")
+        .filter(|_| std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"))
+    else {
+        skipped("agent_code example", "set VIBE_LIVE=1 and VIBE_BPY_PYTHON");
+        return;
+    };
+    let output = Command::new(example("agent_code"))
+        .env("VIBE_BPY_PYTHON", python)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "agent_code failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for expected in [
+        "confinement jailed",
+        "agent code builds three crates: ok",
+        "Crate2",
+        "the gate explains a refusal: REFUSED contract_violation",
+        "C-level work the tracer cannot stop: REFUSED timeout",
+        "\"kernel\":\"replaced\"",
+        "scene restored: true (kernels replaced: 1)",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "agent_code output lacks {expected:?}:\n{stdout}"
+        );
+    }
+}

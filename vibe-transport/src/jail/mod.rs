@@ -116,7 +116,11 @@ impl Jail {
     /// An environment variable the kernel gets (its environment is otherwise only what Blender
     /// needs). `VIBE_KERNEL_GATE=off` switches the kernel's own code gate off, honoured only in a
     /// jail: tests use it to show that the jail holds without any gate.
-    pub fn env(mut self, key: impl Into<std::ffi::OsString>, value: impl Into<std::ffi::OsString>) -> Jail {
+    pub fn env(
+        mut self,
+        key: impl Into<std::ffi::OsString>,
+        value: impl Into<std::ffi::OsString>,
+    ) -> Jail {
         self.env.push((key.into(), value.into()));
         self
     }
