@@ -1,10 +1,19 @@
-//! The code gate against a corpus of sandbox escapes (classic Python jail escapes and
-//! Blender-specific ones): every one is refused in enforcing mode, with the rule that caught it.
+//! The code gate against a corpus of sandbox escapes (classic Python jail escapes, Blender-specific
+//! ones, and every class issue 12 lists that a text gate can see): every one is refused in
+//! enforcing mode, with the rule that caught it. A benign corpus must pass; deep input of every
+//! construct the parser recurses on must answer, on a 2 MiB thread stack, never overflow.
+//!
+//! The expected rules are written by hand from the policy, not recorded from the gate.
 
 mod support;
 
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;
 use support::*;
+use vibe_exec::code::policy::{MAX_EXPRESSION_DEPTH, MAX_NESTING, MAX_SOURCE_BYTES};
 use vibe_exec::code::{Verdict, check};
 
 /// (escape attempt, the rule that must catch it)
@@ -115,26 +124,595 @@ const ESCAPES: [(&str, &str); 47] = [
     ),
 ];
 
-const CLEAN: [&str; 6] = [
+/// Issue 12's payload classes, as far as a text gate can see them: (escape, the rule).
+const ISSUE_12_ESCAPES: &[(&str, &str)] = &[
+    // Frames, code objects and tracebacks reach any module's globals.
+    (
+        "def g():\n    yield 1\nx = g()\nx.gi_frame.f_back.f_globals['os']",
+        "frame_access",
+    ),
+    (
+        "async def c():\n    pass\nc().cr_frame.f_globals",
+        "frame_access",
+    ),
+    ("async def a():\n    yield 1\na().ag_frame", "frame_access"),
+    (
+        "g = (x for x in [1])\ng.gi_frame.f_builtins",
+        "frame_access",
+    ),
+    ("def g():\n    yield\ng().gi_yieldfrom", "frame_access"),
+    ("async def c():\n    pass\nc().cr_await", "frame_access"),
+    (
+        "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    t = e\nf = t.tb_frame",
+        "frame_access",
+    ),
+    (
+        "def f(tb):\n    return tb.tb_next.tb_frame.f_locals",
+        "frame_access",
+    ),
+    ("def f(fr):\n    return fr.f_back.f_code", "frame_access"),
+    ("k = lambda: 0\nk.gi_code", "frame_access"),
+    ("f = print\nf.func_globals", "frame_access"),
+    ("def f(code):\n    return code.co_consts", "frame_access"),
+    // Private attributes of allowed modules import what the allowlist does not.
+    ("import random\nrandom._os.system('id')", "private_access"),
+    (
+        "import bpy\nbpy.utils._test_import('os', {})",
+        "private_access",
+    ),
+    (
+        "import collections\ncollections._sys.modules",
+        "private_access",
+    ),
+    ("import statistics\nstatistics._sum", "private_access"),
+    ("import datetime\ndatetime._time", "private_access"),
+    ("import enum\nenum._sys", "private_access"),
+    ("import re\nre._compiler", "private_access"),
+    (
+        "import typing\ntyping._eval_type(ref, {}, {})",
+        "string_evaluation",
+    ),
+    ("from random import _os", "import_not_allowed"),
+    ("from typing import _eval_type", "import_not_allowed"),
+    ("import json._x", "import_not_allowed"),
+    (
+        "class A:\n    def m(self):\n        return self.__x",
+        "private_access",
+    ),
+    // Dunder names built at run time, and the helpers that look names up.
+    (
+        "g = (x for x in [1])\n'{0.gi_frame}'.format(g)",
+        "dynamic_attribute",
+    ),
+    ("'{x.y}'.format(x=1)", "dynamic_attribute"),
+    ("'{0[0]}'.format([1])", "dynamic_attribute"),
+    ("'{:{0.x}}'.format(1)", "dynamic_attribute"),
+    ("'{0.x}'.format_map({})", "dynamic_attribute"),
+    (
+        "fmt = '{0.' + '_' * 2 + 'class' + '_' * 2 + '}'\nfmt.format(1)",
+        "dynamic_attribute",
+    ),
+    ("str.format('{0.x}', 1)", "dynamic_attribute"),
+    ("f = '{0.x}'.format\nf(1)", "dynamic_attribute"),
+    ("x = 1\nf'{x}'.format(1)", "dynamic_attribute"),
+    (
+        "m = map(str.format_map, ['{0.x}'], [{}])",
+        "dynamic_attribute",
+    ),
+    (
+        "import string\nstring.Formatter().get_field('0.x', [1], {})",
+        "dynamic_attribute",
+    ),
+    (
+        "import string\nf = string.Formatter()\nf.vformat('{0.x}', [1], {})",
+        "dynamic_attribute",
+    ),
+    ("from string import Formatter", "import_not_allowed"),
+    (
+        "import operator\noperator.attrgetter('x')",
+        "import_not_allowed",
+    ),
+    ("from operator import attrgetter", "import_not_allowed"),
+    ("attrgetter('gi_frame')(g)", "dynamic_attribute"),
+    ("methodcaller('format', 1)(s)", "dynamic_attribute"),
+    ("x = y.attrgetter", "dynamic_attribute"),
+    ("type('X', (object,), {})", "dynamic_attribute"),
+    ("t = type\nt('X', (), {})", "dynamic_attribute"),
+    ("type(*args)", "dynamic_attribute"),
+    ("type(x, name='y')", "dynamic_attribute"),
+    ("class M(type):\n    pass", "dynamic_attribute"),
+    (
+        "import typing\ntyping.Type('X', (), {})",
+        "dynamic_attribute",
+    ),
+    (
+        "import enum\nE = enum.Enum('E', names)",
+        "dynamic_attribute",
+    ),
+    (
+        "from enum import IntEnum\nE = IntEnum('E', names=n)",
+        "dynamic_attribute",
+    ),
+    (
+        "import functools\nfunctools.update_wrapper(a, b, assigned=names, updated=())",
+        "dynamic_attribute",
+    ),
+    (
+        "import functools\nw = functools.wraps(f, names)",
+        "dynamic_attribute",
+    ),
+    (
+        "n = bytes([95, 95]).decode() + 'class' + bytes([95, 95]).decode()\ngetattr(x, n)",
+        "builtin_denied",
+    ),
+    ("n = 'gi' + '_frame'\nf = vars(g)[n]", "builtin_denied"),
+    ("n = '__cla' 'ss__'", "dunder_string"),
+    ("x = 1\ns = f'{x}__class__'", "dunder_string"),
+    // Library functions that evaluate strings.
+    (
+        "import typing\ntyping.get_type_hints(f)",
+        "string_evaluation",
+    ),
+    ("from typing import get_type_hints", "import_not_allowed"),
+    (
+        "import typing\nr = typing.ForwardRef('os')",
+        "string_evaluation",
+    ),
+    (
+        "import typing as t\nt.evaluate_forward_ref(r)",
+        "string_evaluation",
+    ),
+    (
+        "def f(x: \"os.system('id')\"):\n    pass",
+        "string_evaluation",
+    ),
+    ("def f() -> 'evil()':\n    pass", "string_evaluation"),
+    ("x: 'evil()' = 1", "string_evaluation"),
+    (
+        "import functools\n@functools.singledispatch\ndef f(x):\n    pass\n@f.register\ndef g(x: 'List[int]'):\n    pass",
+        "string_evaluation",
+    ),
+    (
+        "import bpy\nbpy.utils.units.to_value('METRIC', 'LENGTH', s)",
+        "string_evaluation",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.context_set_value(data_path='x', value='y')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.context_toggle(data_path='space_data.x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nw = bpy.ops.wm\nw.context_modal_mouse(data_path_iter='x', data_path_item='y')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.context_cycle_enum(data_path='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.context_cycle_array(data_path='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.context_scale_float(data_path='x', value=2.0)",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.context_collection_boolean_set(data_path_iter='x', data_path_item='y')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.context_menu_enum(data_path='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.context_set_string(data_path='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.properties_edit(data_path='x', property_name='y')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.operator_pie_enum(data_path='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.call_menu(name='X')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.types.WM_OT_context_set_value.execute(fake, bpy.context)",
+        "registered_class",
+    ),
+    (
+        "import bpy\nbpy.types.VIEW3D_MT_add.append(draw)",
+        "registered_class",
+    ),
+    (
+        "from bpy.types import WM_OT_context_toggle",
+        "import_not_allowed",
+    ),
+    (
+        "import bpy\nkc = bpy.context.window_manager.keyconfigs.user",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.keyconfig_import(filepath='/tmp/k.py')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nt = bpy.data.texts.new('x')\nt.write('import os')\nt.as_module()",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nbpy.data.texts.load('/etc/passwd')",
+        "attribute_denied",
+    ),
+    ("import bpy\nbpy.ops.text.run_script()", "operator_denied"),
+    ("import bpy\nbpy.ops.text.save()", "operator_denied"),
+    ("import bpy\nbpy.ops.console.execute()", "operator_denied"),
+    (
+        "import bpy\nbpy.ops.script.execute_preset(filepath='/tmp/p.py', menu_idname='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.extensions.package_install_files(filepath='/tmp/x.zip')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.utils.register_classes_factory([X])",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nbpy.utils.modules_from_path('/tmp', set())",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nbpy.utils.keyconfig_set('/tmp/k.py')",
+        "attribute_denied",
+    ),
+    // Python drivers, after switching auto-run on.
+    (
+        "import bpy\nbpy.context.preferences.filepaths.use_scripts_auto_execute = True",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nC = bpy.context\np = C.preferences",
+        "attribute_denied",
+    ),
+    (
+        "def f(fp):\n    fp.use_scripts_auto_execute = True",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nd = bpy.data.objects['Cube'].driver_add('location', 0)",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nbpy.data.objects['Cube'].animation_data.drivers.new('location')",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nns = bpy.app.driver_namespace",
+        "attribute_denied",
+    ),
+    // Handlers and timers reached by run-time names.
+    (
+        "import bpy.app.handlers as h\nh.depsgraph_update_post.append(print)",
+        "import_not_allowed",
+    ),
+    (
+        "from bpy.app.handlers import persistent",
+        "import_not_allowed",
+    ),
+    (
+        "from bpy.app import *\nhandlers.load_post.append(print)",
+        "import_not_allowed",
+    ),
+    (
+        "from bpy.utils import *\nexecfile('/tmp/x.py')",
+        "import_not_allowed",
+    ),
+    (
+        "import bpy\napp = bpy.app\nt = app.timers",
+        "attribute_denied",
+    ),
+    // Special methods that act after the call returned, or hook lookups and class creation.
+    (
+        "class A:\n    def __del__(self):\n        print('later')\nkeep = A()",
+        "dunder_definition",
+    ),
+    (
+        "class A:\n    if True:\n        def __del__(self):\n            pass",
+        "dunder_definition",
+    ),
+    (
+        "class A:\n    def __getattr__(self, n):\n        return n",
+        "dunder_definition",
+    ),
+    (
+        "class A:\n    def __getattribute__(self, n):\n        return n",
+        "dunder_definition",
+    ),
+    (
+        "class A:\n    def __init_subclass__(cls):\n        pass",
+        "dunder_definition",
+    ),
+    (
+        "class A:\n    def __set_name__(self, o, n):\n        pass",
+        "dunder_definition",
+    ),
+    (
+        "class A:\n    def __class_getitem__(cls, k):\n        pass",
+        "dunder_definition",
+    ),
+    (
+        "class A:\n    def __reduce__(self):\n        return (print, ())",
+        "dunder_definition",
+    ),
+    ("def __del__(self):\n    pass", "dunder_definition"),
+    ("class A(metaclass=M):\n    pass", "metaclass_denied"),
+    ("class A(B, hook=1):\n    pass", "metaclass_denied"),
+    ("class A(*bases):\n    pass", "metaclass_denied"),
+    ("class A(**kw):\n    pass", "metaclass_denied"),
+    (
+        "import enum\nclass E(metaclass=enum.EnumMeta):\n    pass",
+        "metaclass_denied",
+    ),
+    (
+        "import abc\nclass A(abc.ABC):\n    pass",
+        "import_not_allowed",
+    ),
+    (
+        "import collections.abc as c\nM = c.ABCMeta",
+        "metaclass_denied",
+    ),
+    ("class A:\n    __del__ = print", "dunder_access"),
+    (
+        "class A:\n    def __init__(self):\n        self.__dict__['x'] = 1",
+        "dunder_access",
+    ),
+    (
+        "class A:\n    def __init__(self):\n        self.__init__()",
+        "dunder_access",
+    ),
+    (
+        "class A:\n    def m(self):\n        return super().__getattribute__('x')",
+        "dunder_access",
+    ),
+    // Replacing the kernel's own check, or patching a module the kernel shares.
+    ("import vibe_kernel", "import_not_allowed"),
+    ("from vibe_kernel import gate", "import_not_allowed"),
+    ("vibe_kernel.check = lambda code: True", "kernel_access"),
+    ("import bpy\nk = bpy.vibe_kernel_state", "kernel_access"),
+    ("m = modules['vibe_kernel.codeexec']", "kernel_access"),
+    (
+        "import json\njson.dumps = lambda *a, **k: '{}'",
+        "module_patch",
+    ),
+    ("import re\nre.compile = None", "module_patch"),
+    ("import json as j\nj.loads = print", "module_patch"),
+    ("import json\nm = json\nm.dumps = print", "module_patch"),
+    ("import json\ndel json.dumps", "module_patch"),
+    (
+        "import json\njson.decoder.JSONDecoder.decode = print",
+        "module_patch",
+    ),
+    (
+        "import bpy\nbpy.types.Object.evil = property(print)",
+        "module_patch",
+    ),
+    (
+        "import bpy\nT = bpy.types\nT.Scene.hook = 1",
+        "module_patch",
+    ),
+    (
+        "from bpy import types\ntypes.Object.hook = 1",
+        "module_patch",
+    ),
+    ("import bpy\nbpy.hook = print", "module_patch"),
+    (
+        "from mathutils import Vector\nVector.length = 0",
+        "module_patch",
+    ),
+    ("import bpy\ntype(bpy.context.object).x = 1", "module_patch"),
+    ("import random\nrandom.random, x = print, 1", "module_patch"),
+    ("import math\nfor math.pi in [3]:\n    pass", "module_patch"),
+    // Files written outside the sandbox (the jail's work; the gate refuses the obvious).
+    (
+        "import bpy\nbpy.ops.export_scene.fbx(filepath='/home/ann/x.fbx')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.export_scene.gltf(filepath='x')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.export_mesh.stl(filepath='/tmp/x.stl')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.obj_export(filepath='/tmp/x.obj')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.stl_export(filepath='x')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.ply_export(filepath='x')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.usd_export(filepath='x')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.alembic_export(filepath='x')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.collada_export(filepath='x')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.grease_pencil_export_svg(filepath='x')",
+        "file_writer",
+    ),
+    (
+        "import bpy\ne = bpy.ops.export_scene\ne.obj(filepath='x')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nimg = bpy.data.images['Render Result']\nimg.save_render('/tmp/x.png')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nimg = bpy.data.images.new('i', 4, 4)\nimg.filepath_raw = '/tmp/x.png'",
+        "file_writer",
+    ),
+    ("def f(img):\n    img.save()", "file_writer"),
+    (
+        "import bpy\nbpy.data.libraries.write('/tmp/x.blend', set())",
+        "file_writer",
+    ),
+    ("import bpy\nbpy.ops.wm.save_userpref()", "file_writer"),
+    (
+        "import bpy\nbpy.ops.wm.sysinfo(filepath='/tmp/x.txt')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.sound.mixdown(filepath='/tmp/x.wav')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.image.save_as(filepath='/tmp/x.png')",
+        "file_writer",
+    ),
+    ("import bpy\nbpy.ops.image.save()", "file_writer"),
+    (
+        "import bpy\nbpy.ops.file.unpack_all(method='WRITE_LOCAL')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.data.images['x'].unpack(method='WRITE_ORIGINAL')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.screen.screenshot(filepath='/tmp/x.png')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.anim.keying_set_export(filepath='/tmp/k.py')",
+        "file_writer",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.save_mainfile(filepath='/tmp/x.blend')",
+        "operator_denied",
+    ),
+    // External programs.
+    (
+        "import bpy\nbpy.ops.image.external_edit(filepath='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.render.play_rendered_anim()",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.doc_view_manual(doc_id='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.previews_batch_generate(files=[])",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nbpy.ops.wm.url_open(url='http://x')",
+        "operator_denied",
+    ),
+];
+
+/// Code an agent writes for real work: every one must pass.
+const BENIGN: &[&str] = &[
     "import bpy\nbpy.data.objects['Cube'].location.x += 1",
     "import bpy, bmesh\nfrom mathutils import Vector\nv = Vector((1, 2, 3))\nprint(v.length)",
     "import math, random\nrandom.seed(1)\nprint(math.sqrt(random.random()))",
     "import bpy\nfor o in bpy.data.objects:\n    print(f'{o.name}: {o.type}')",
     "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1)",
     "import json\nprint(json.dumps({'a': [1, 2]}))",
+    // Scene edits through bpy.
+    "import bpy\nobj = bpy.context.active_object\nobj.location = (1.0, 2.0, 3.0)\nobj.rotation_euler.z = 0.5\nobj.scale *= 2",
+    "import bpy\nbpy.context.scene.frame_current = 10\nbpy.context.scene.render.resolution_x = 1920",
+    "import bpy\nC = bpy.context\nC.scene.frame_end = 100\nscene = bpy.context.scene\nscene.render.fps = 30",
+    "import bpy\nbpy.context.scene.render.filepath = '//render.png'",
+    "import bpy\nbpy.context.scene.render.image_settings.file_format = 'PNG'\nbpy.context.scene.render.ffmpeg.format = 'MPEG4'",
+    "import bpy\nmat = bpy.data.materials.new('Red')\nmat.use_nodes = True\nbsdf = mat.node_tree.nodes.get('Principled BSDF')\nbsdf.inputs['Base Color'].default_value = (1, 0, 0, 1)\nbpy.data.objects['Cube'].data.materials.append(mat)",
+    "import bpy\nmod = bpy.data.objects['Cube'].modifiers.new(name='Bevel', type='BEVEL')\nmod.width = 0.1\nmod.segments = 3",
+    "import bpy\nfor i in range(5):\n    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.5, location=(i * 2, 0, 0))",
+    "import bpy\nobj = bpy.data.objects['Cube']\nobj.keyframe_insert(data_path='location', frame=1)",
+    "import bpy\nobj = bpy.data.objects['Cube']\nobj['my_prop'] = 1.5\nprint(obj.get('my_prop'), obj.data.vertices[0].co)",
+    "import bpy\nfc = bpy.data.actions['A'].fcurves[0]\nfc.keyframe_points[0].co_ui.y = 2",
+    "import bpy\nfor obj in bpy.context.scene.objects:\n    if obj.type == 'MESH' and obj.name.startswith('Cube'):\n        obj.select_set(True)\n        obj.hide_viewport = False",
+    "import bpy\nscene = bpy.context.scene\ncam = bpy.data.objects.new('Cam', bpy.data.cameras.new('Cam'))\nscene.collection.objects.link(cam)\nscene.camera = cam",
+    "import bpy\nbpy.ops.object.select_all(action='DESELECT')\nbpy.ops.object.shade_smooth()\nbpy.ops.object.modifier_apply(modifier='Bevel')",
+    "import bpy\nwith bpy.context.temp_override(active_object=None):\n    pass",
+    "import bmesh, bpy\nbm = bmesh.new()\nbmesh.ops.create_cube(bm, size=1.0)\nme = bpy.data.meshes.new('m')\nbm.to_mesh(me)\nbm.free()",
+    // Math.
+    "import math\nfrom mathutils import Vector, Matrix\nangle = math.radians(45)\nm = Matrix.Rotation(angle, 4, 'Z')\nv = m @ Vector((1, 0, 0))\nprint(round(v.x, 3), math.pi, math.hypot(3, 4))",
+    "from math import *\nprint(sqrt(16), pi)",
+    "x = 2 ** 10 // 3 % 7 - -1 + abs(-3.5) * (1 + 2j).real",
+    // Classes.
+    "class Foo: pass",
+    "class A:\n    pass\nclass B(A):\n    def m(self):\n        return 1",
+    "class Shape:\n    count = 0\n\n    def __init__(self, name, size=1.0):\n        self.name = name\n        self.size = size\n        Shape.count += 1\n\n    def __repr__(self):\n        return f'Shape({self.name!r}, {self.size})'\n\n    def area(self):\n        return self.size ** 2\n\n\nclass Square(Shape):\n    def __init__(self, name, size):\n        super().__init__(name, size)\n\n    def __eq__(self, other):\n        return isinstance(other, Square) and self.size == other.size\n\n    def __hash__(self):\n        return hash(self.size)\n\n\ns = Square('a', 2)\nprint(s, s.area(), s == Square('b', 2))",
+    "class Timer:\n    def __enter__(self):\n        return self\n\n    def __exit__(self, *exc):\n        return False\n\n\nwith Timer() as t:\n    print(t)",
+    "class Bag:\n    def __init__(self):\n        self.items = []\n\n    def __len__(self):\n        return len(self.items)\n\n    def __iter__(self):\n        return iter(self.items)\n\n    def __getitem__(self, i):\n        return self.items[i]\n\n    def __str__(self):\n        return 'Bag'\n\n\nb = Bag()\nb.items.append(1)\nprint(len(b), list(b), b[0], str(b))",
+    "class P(object):\n    def __init__(self, x):\n        super(P, self).__init__()\n        self.x = x\n\n    @property\n    def double(self):\n        return self.x * 2\n\n    @staticmethod\n    def make():\n        return P(1)\n\n    @classmethod\n    def other(cls):\n        return cls(2)\n\n\nprint(P.make().double, P.other().x)",
+    "import enum\nclass Color(enum.Enum):\n    RED = 1\n    GREEN = 2\nprint(Color.RED.name, Color(2))",
+    "x = 1\nprint(type(x) is int, isinstance(x, (int, float)))",
+    // Comprehensions, generators, lambdas.
+    "squares = [x * x for x in range(10) if x % 2]\nlookup = {n: n ** 2 for n in range(5)}\nuniq = {c for c in 'hello'}\ntotal = sum(x for x in squares)\ndef gen(n):\n    for i in range(n):\n        yield i\nprint(list(gen(3)), total, lookup, uniq)",
+    "items = [('b', 2), ('a', 1)]\nitems.sort(key=lambda kv: kv[1])\nby_name = sorted(items, key=lambda kv: kv[0], reverse=True)\nprint(items, by_name, list(map(lambda a, b: a + b, [1], [2])))",
+    "def outer(k):\n    def inner(x):\n        nonlocal k\n        k += x\n        return k\n    return inner\nacc = outer(1)\nprint(acc(2), acc(3))",
+    // Printing and formatting.
+    "x = 3.14159\na, b = 1, 2\nprint('{:.3f}'.format(x))\nprint('{} {}'.format(a, b))\nprint('%s' % x)\nprint('%d items' % 3)\nprint('%(n)s' % {'n': 1})\nprint(f'{x:.2f} {a + b} {a!r:>5}')\nprint('{name}: {0}'.format(1, name='n'))\nprint('{0:>{1}}'.format('x', 5))\nprint('{{literal}}'.format())\nprint('{:,}'.format_map({}))",
+    "s = 'Hello, World'\nprint(s.lower().replace('world', 'there').split(', '), s[::-1], s.startswith('He'), ', '.join(['a', 'b']))",
+    // Control flow, errors, data.
+    "try:\n    value = int('x')\nexcept ValueError as err:\n    print('bad', err)\nelse:\n    pass\nfinally:\n    print('done')",
+    "n = 0\nwhile (n := n + 1) < 5:\n    if n == 2:\n        continue\n    print(n)\nelse:\n    print('end')",
+    "x = [1, 2, 3]\ndel x[0]\nassert len(x) == 2, 'size'\ntry:\n    raise ValueError('boom')\nexcept (ValueError, TypeError):\n    pass",
+    "d = {'a': 1}\nd.update(b=2)\nd.setdefault('c', 3)\ns = set(d) | {'z'}\nprint(d.get('a'), sorted(s), d.keys() & {'a'}, {**d, 'e': 5}, [*s])",
+    "CONFIG = {'sizes': [1, 2, 3], 'names': ('a', 'b')}\ndef use():\n    global CONFIG\n    CONFIG = dict(CONFIG, extra=True)\nuse()\nprint(CONFIG)",
+    "import random, json, collections\nrandom.seed(7)\ncounts = collections.Counter(random.choice('abc') for _ in range(10))\nprint(json.dumps(dict(counts), sort_keys=True))",
+    "import collections\nPoint = collections.namedtuple('Point', ['x', 'y'])\np = Point(1, 2)\nprint(p.x + p.y, p._replace(x=3), p._asdict())",
+    "import functools\n@functools.lru_cache(maxsize=None)\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\ndef deco(f):\n    @functools.wraps(f)\n    def inner(*a, **k):\n        return f(*a, **k)\n    return inner\nprint(fib(20), functools.reduce(lambda a, b: a + b, [1, 2, 3]))",
+    "from typing import List, Optional\ndef total(xs: List[float], scale: Optional[float] = None) -> float:\n    return sum(xs) * (scale or 1.0)\nprint(total([1.0, 2.0]))",
+    "import datetime, time\nnow = datetime.datetime(2024, 1, 2)\nprint(now.strftime('%Y-%m-%d'), time.monotonic() > 0)",
+    "import itertools, statistics, colorsys, copy\npairs = list(itertools.combinations([1, 2, 3], 2))\nprint(pairs, statistics.mean([1, 2, 3]), colorsys.rgb_to_hsv(1, 0, 0), copy.deepcopy(pairs))",
+    "import re\nm = re.match(r'(\\w+)-(\\d+)', 'cube-12')\nprint(m.group(1), int(m.group(2)), re.sub('a', 'b', 'aaa'), re.compile('x'))",
+    "_private_local = 1\nfor _ in range(2):\n    _private_local += 1",
+    "match command.split():\n    case [action, obj]:\n        print(action, obj)\n    case _:\n        pass",
 ];
 
 #[test]
 fn the_escape_corpus_is_refused_in_full_with_the_rule_that_caught_it() {
-    assert!(ESCAPES.len() >= 40);
-    for (code, rule) in ESCAPES {
+    assert!(ESCAPES.len() + ISSUE_12_ESCAPES.len() >= 150);
+    for (code, rule) in ESCAPES.iter().chain(ISSUE_12_ESCAPES) {
         match check(code) {
             Verdict::Violations(found) => {
                 assert!(
-                    found.iter().any(|v| v.rule == rule),
+                    found.iter().any(|v| v.rule == *rule),
                     "{code:?}: expected {rule}, got {found:?}"
                 );
-                assert!(found.iter().all(|v| v.line >= 1 && v.column >= 1));
+                for violation in &found {
+                    assert!(violation.line >= 1 && violation.column >= 1, "{violation}");
+                    assert!(violation.detail.len() > 10, "explained: {violation}");
+                }
             }
             other => panic!("{code:?} was not refused: {other:?}"),
         }
@@ -143,9 +721,323 @@ fn the_escape_corpus_is_refused_in_full_with_the_rule_that_caught_it() {
 
 #[test]
 fn ordinary_blender_code_passes() {
-    for code in CLEAN {
+    assert!(BENIGN.len() >= 40);
+    for code in BENIGN {
         assert_eq!(check(code), Verdict::Clean, "{code:?}");
     }
+    // A big mesh as a literal, a long (but not absurd) expression, reasonable nesting.
+    let verts: Vec<String> = (0..2000).map(|i| format!("(-{i}.5, {i}, -1.0)")).collect();
+    let long_sum = vec!["x"; 120].join(" + ");
+    let nested = format!("y = {}1{}", "[(".repeat(20), ")]".repeat(20));
+    let code = format!(
+        "verts = [\n    {}\n]\nx = 1\nt = {long_sum}\n{nested}\n",
+        verts.join(",\n    ")
+    );
+    assert_eq!(check(&code), Verdict::Clean);
+}
+
+#[test]
+fn refusals_say_where_and_why() {
+    let Verdict::Violations(found) = check("import bpy\nx = 1\nbpy.app.handlers.load_post") else {
+        panic!("refused")
+    };
+    let first = &found[0];
+    assert_eq!(
+        (first.rule, first.line, first.column),
+        ("attribute_denied", 3, 9)
+    );
+    assert!(
+        first
+            .to_string()
+            .starts_with("attribute_denied at line 3, column 9: "),
+        "{first}"
+    );
+    let Verdict::Violations(found) = check("class A:\n    def __del__(self): pass") else {
+        panic!("refused")
+    };
+    assert_eq!(
+        (found[0].rule, found[0].line, found[0].column),
+        ("dunder_definition", 2, 9)
+    );
+    assert!(
+        found[0].detail.contains("after the call returned"),
+        "{}",
+        found[0]
+    );
+    let Verdict::Violations(found) = check(&"eval(1)\n".repeat(1000)) else {
+        panic!("refused")
+    };
+    assert_eq!(found.len(), vibe_exec::code::policy::MAX_VIOLATIONS);
+    assert_eq!(found[49].line, 50);
+}
+
+/// Inputs `depth` levels deep in one construct the parser recurses on.
+fn nested(construct: &str, depth: usize) -> String {
+    let wrap = |open: &str, inner: &str, close: &str| {
+        format!("{}{inner}{}", open.repeat(depth), close.repeat(depth))
+    };
+    let block = |header: &str| {
+        let mut code = String::new();
+        for level in 0..depth {
+            code.push_str(&format!("{}{header}\n", " ".repeat(level)));
+        }
+        code + &" ".repeat(depth) + "pass\n"
+    };
+    match construct {
+        "parentheses" => wrap("(", "1", ")"),
+        "lists" => wrap("[", "", "]"),
+        "dicts" => wrap("{1: ", "1", "}"),
+        "calls with keywords" => wrap("f(a=", "1", ")"),
+        "comprehensions" => wrap("[x for x in ", "y", "]"),
+        "unary minus" => wrap("- ", "x", ""),
+        "not" => wrap("not ", "x", ""),
+        "lambda" => wrap("lambda: ", "0", ""),
+        "lambda with parameters" => wrap("lambda a, b=1: ", "0", ""),
+        "await" => format!("async def f():\n    {}", wrap("await ", "x", "")),
+        "yield in tuples" => format!("def f():\n    x = {}", wrap("yield 1, ", "1", "")),
+        "attribute chain" => wrap("", "a", ".b"),
+        "call chain" => wrap("", "f", "()"),
+        "subscript chain" => wrap("", "a", "[0]"),
+        "sum" => wrap("", "1", " + 1"),
+        "power" => wrap("", "2", " ** 2"),
+        "conditional" => wrap("1 if c else ", "1", ""),
+        "f-strings" => wrap("f\"{", "x", "}\""),
+        "format specs" => format!("f\"{}\"", wrap("{x:", "x", "}")),
+        "walrus" => wrap("(a := ", "1", ")"),
+        "starred" => wrap("*", "a", ""),
+        "match patterns" => format!(
+            "match x:\n    case {}:\n        pass\n",
+            wrap("[", "1", "]")
+        ),
+        "if blocks" => block("if x:"),
+        "def blocks" => block("def f(a, b=1):"),
+        "class blocks" => block("class A(B):"),
+        "with blocks" => block("with a as b:"),
+        "mixed" => wrap("(-a.b[not f(lambda: ", "x", ")])"),
+        other => panic!("{other}"),
+    }
+}
+
+const CONSTRUCTS: [&str; 27] = [
+    "parentheses",
+    "lists",
+    "dicts",
+    "calls with keywords",
+    "comprehensions",
+    "unary minus",
+    "not",
+    "lambda",
+    "lambda with parameters",
+    "await",
+    "yield in tuples",
+    "attribute chain",
+    "call chain",
+    "subscript chain",
+    "sum",
+    "power",
+    "conditional",
+    "f-strings",
+    "format specs",
+    "walrus",
+    "starred",
+    "match patterns",
+    "mixed",
+    "if blocks",
+    "def blocks",
+    "class blocks",
+    "with blocks",
+];
+
+/// Runs `f` on a thread with the default 2 MiB stack (a test thread's, a tokio worker's), the
+/// realistic place for an embedding process to call the gate.
+fn on_default_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let thread = std::thread::Builder::new().stack_size(2 << 20).spawn(f);
+    thread.unwrap().join().unwrap()
+}
+
+fn is_limit(verdict: &Verdict) -> bool {
+    matches!(verdict, Verdict::Violations(found) if found.len() == 1
+        && matches!(found[0].rule, "nesting_too_deep" | "source_too_large")
+        && ["MAX_NESTING = 100", "MAX_EXPRESSION_DEPTH = 256", "MAX_SOURCE_BYTES = 1048576"]
+            .iter()
+            .any(|limit| found[0].detail.contains(limit))
+        && found[0].line >= 1 && found[0].column == 1)
+}
+
+#[test]
+fn deep_input_of_every_construct_answers_with_the_limit_named() {
+    on_default_stack(|| {
+        for construct in CONSTRUCTS {
+            for depth in [100, 1_000, 10_000, 100_000] {
+                let blocks = construct.ends_with("blocks");
+                if blocks && depth > 1_000 {
+                    continue; // indentation grows as depth²: past MAX_SOURCE_BYTES already
+                }
+                let started = Instant::now();
+                let verdict = check(&nested(construct, depth));
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "{construct} {depth}"
+                );
+                if depth >= 1_000 {
+                    assert!(is_limit(&verdict), "{construct} at {depth}: {verdict:?}");
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn the_deepest_accepted_input_of_every_construct_fits_in_half_the_default_stack() {
+    let thread = std::thread::Builder::new().stack_size(1 << 20).spawn(|| {
+        for construct in CONSTRUCTS {
+            let (mut accepted, mut refused) = (1, 2 * MAX_EXPRESSION_DEPTH);
+            assert!(is_limit(&check(&nested(construct, refused))), "{construct}");
+            while refused - accepted > 1 {
+                let depth = (accepted + refused) / 2;
+                match is_limit(&check(&nested(construct, depth))) {
+                    true => refused = depth,
+                    false => accepted = depth,
+                }
+            }
+            assert!(
+                accepted >= 20,
+                "{construct}: only {accepted} levels accepted"
+            );
+            if construct == "parentheses" || construct == "lists" {
+                assert_eq!(accepted, MAX_NESTING, "{construct}");
+            }
+        }
+    });
+    thread.unwrap().join().unwrap();
+}
+
+#[test]
+fn sixteen_mebibytes_answer_on_the_default_stack() {
+    on_default_stack(|| {
+        let payload = 16 * 1024 * 1024;
+        for unit in [
+            "(",
+            "-",
+            "not ",
+            "lambda: ",
+            "f\"{",
+            "a.",
+            "x = 1\n",
+            "'",
+            "eval(1)\n",
+        ] {
+            let source = unit.repeat(payload / unit.len());
+            let started = Instant::now();
+            assert!(is_limit(&check(&source)), "{unit:?}");
+            assert!(started.elapsed() < Duration::from_secs(2), "{unit:?}");
+        }
+        // Just under the gate's own limit, every nesting is refused on its depth instead.
+        for unit in [
+            "(",
+            "-",
+            "not ",
+            "lambda: ",
+            "f\"{",
+            "a.",
+            "1 if c else ",
+            "yield 1, ",
+        ] {
+            let source = unit.repeat(MAX_SOURCE_BYTES / unit.len());
+            let verdict = check(&source);
+            let depth =
+                matches!(&verdict, Verdict::Violations(f) if f[0].rule == "nesting_too_deep");
+            assert!(depth && is_limit(&verdict), "{unit:?}: {verdict:?}");
+        }
+        // And a flat program of that size parses and passes, in bounded time.
+        let program = "x = bpy.data.objects['Cube'].location.x + 1\n";
+        let source = format!(
+            "import bpy\n{}",
+            program.repeat((MAX_SOURCE_BYTES - 11) / program.len())
+        );
+        let started = Instant::now();
+        assert_eq!(check(&source), Verdict::Clean);
+        assert!(started.elapsed() < Duration::from_secs(30));
+    });
+}
+
+/// Deep input mixing the constructs, up to 50,000 levels each (blocks up to 1,500: their
+/// indentation grows as depth²), often shallow enough to parse.
+fn deep_input() -> impl Strategy<Value = String> {
+    let depth = prop_oneof![2 => 1..=120usize, 1 => 1..=50_000usize];
+    let layer = (0..CONSTRUCTS.len() - 4, depth);
+    let inline = prop::collection::vec(layer, 1..=3).prop_map(|layers| {
+        let mut code = String::from("x");
+        for (construct, depth) in layers {
+            let sample = nested(CONSTRUCTS[construct], depth);
+            // Put what was built so far where the construct's innermost operand is.
+            let operand = ["1", "x", "y", "0", "a", "f", "2"]
+                .into_iter()
+                .filter_map(|o| sample.find(o).map(|at| (at, o)))
+                .max_by_key(|(at, _)| *at);
+            code = match operand {
+                Some((at, o)) => format!("{}{code}{}", &sample[..at], &sample[at + o.len()..]),
+                None => sample,
+            };
+        }
+        code
+    });
+    let blocks = (
+        0..4usize,
+        1..=1_500usize,
+        0..CONSTRUCTS.len() - 4,
+        1..=120usize,
+    )
+        .prop_map(|(header, depth, inner, inner_depth)| {
+            let header = ["if x:", "for i in y:", "while x:", "try:"][header];
+            let mut code = String::new();
+            for level in 0..depth {
+                code.push_str(&format!("{}{header}\n", " ".repeat(level)));
+            }
+            let body = nested(CONSTRUCTS[inner], inner_depth).replace('\n', " ");
+            code + &" ".repeat(depth) + &body + "\n"
+        });
+    prop_oneof![3 => inline, 1 => blocks]
+}
+
+#[test]
+fn the_gate_never_panics_on_generated_deep_input() {
+    let counts = on_default_stack(|| {
+        let mut runner = TestRunner::new(Config {
+            cases: 256,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let tally = std::cell::RefCell::new([0usize; 5]);
+        runner
+            .run(&deep_input(), |source| {
+                let started = Instant::now();
+                let verdict = check(&source);
+                prop_assert!(started.elapsed() < Duration::from_secs(5));
+                let slot = match &verdict {
+                    Verdict::Violations(f) if f[0].rule == "nesting_too_deep" => 0,
+                    Verdict::Violations(f) if f[0].rule == "source_too_large" => 1,
+                    Verdict::Violations(_) => 2,
+                    Verdict::Syntax(_) => 3,
+                    Verdict::Clean => 4,
+                };
+                tally.borrow_mut()[slot] += 1;
+                Ok(())
+            })
+            .unwrap();
+        tally.into_inner()
+    });
+    println!(
+        "deep input: {} cases; refused nesting_too_deep {}, source_too_large {}; parsed with \
+         other violations {}; syntax errors {}; clean {}",
+        counts.iter().sum::<usize>(),
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3],
+        counts[4]
+    );
+    assert!(counts[0] > 0, "the depth limit was exercised");
 }
 
 #[test]
@@ -248,4 +1140,28 @@ async fn log_only_mode_records_and_runs() {
         .await;
     assert_eq!(ran.result().unwrap()["stdout"], "full trust\n");
     assert!(!p.session().is_read_only());
+}
+
+#[test]
+fn the_gate_never_panics_on_token_soup() {
+    let tokens = vec![
+        "(", ")", "[", "]", "{", "}", "f\"", "\"", "'", "'''", "\n", "    ", "\t", ":", ",", ";",
+        "-", "not ", "lambda ", "yield ", "await ", "if ", "else ", "x", "1", ".", "=", "*", "**",
+        "\\\n", "#", "class ", "def ", "@", "->", ":=", "!r", "é", "\r", "t\"", "rb'", "match ",
+        "case ", "__init__", "async ", "for ", "in ",
+    ];
+    let soup = prop::collection::vec(prop::sample::select(tokens), 0..400).prop_map(|t| t.concat());
+    let config = Config {
+        cases: 256,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    on_default_stack(move || {
+        let mut runner = TestRunner::new(config);
+        runner.run(&soup, |source| {
+            let _ = check(&source);
+            Ok(())
+        })
+    })
+    .unwrap();
 }

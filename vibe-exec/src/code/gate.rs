@@ -1,133 +1,77 @@
 //! The code gate: agent-written Python parsed with a real Python parser (Ruff's, as RustPython
-//! publishes it) and checked against an AST policy before anything reaches Blender.
+//! publishes it) and checked against an AST policy ([`super::policy`]) before anything reaches
+//! Blender.
 //!
-//! Why Ruff's parser: it is a complete, maintained Python 3 parser in pure Rust with exact
-//! source ranges (for line and column in errors) and a visitor over every node, including the
-//! expressions inside f-strings. `tree-sitter-python` would add a C build and a concrete syntax
-//! tree to interpret; the older `rustpython-parser` lags the language. A regex gate is not a
-//! gate: `exec` spelled in full-width letters, attribute chains and format strings walk past it.
+//! # A filter, not a boundary
+//!
+//! The gate explains refusals early; it does not confine anything (DESIGN §9). Python and the
+//! bpy API offer more ways to files, processes and evaluators than any text check can close, so
+//! the kernel runs jailed by the operating system and the bridge keeps every safety fact. What
+//! the gate cannot see, by construction:
+//!
+//! - values: it follows names, not objects. A module reached through anything but an import or
+//!   a plain assignment (`[json][0].dumps = f`, `for m in [json]: m.dumps = f`, a function that
+//!   returns the module) is patched unseen; `w = bpy.ops.wm; w.link(...)` passes where only the
+//!   group names the operator; a metaclass fetched as `type(cls)` and called with three
+//!   arguments, or the functional API of the agent's own `Enum` subclass, builds a class from
+//!   run-time names;
+//! - strings built at run time (slices, `bytes.decode`, joins): they only matter when handed to
+//!   something that looks names up or evaluates them, and those helpers are refused by name
+//!   (`getattr`, `vars`, `attrgetter`, `Formatter`, non-literal `str.format`, `get_type_hints`,
+//!   `ForwardRef`, `bpy.utils.units.to_value`, `wm.context_*`); a helper missing from the tables
+//!   passes (on Python 3.14, `typing.get_args(List['code'])[0].evaluate()`: `evaluate` is also
+//!   `FCurve.evaluate`, so it stays allowed);
+//! - code that runs after the call returned without a special method: a suspended generator's
+//!   `finally` runs when it is collected;
+//! - what the bpy API does with allowed calls: `bpy.ops.render.render(write_still=True)` writes
+//!   to `render.filepath`, bakes write cache folders, `images.load` and `libraries.load` read
+//!   files, presets are written to the config folder; C-level work (`max(itertools.count())`,
+//!   a catastrophic regex, `10 ** 10 ** 10`, `time.sleep`) hangs. That is the jail's and the
+//!   deadline's work.
+//!
+//! # Limits
+//!
+//! The parser, the visitor and the tree's drop all recurse, so depth is bounded on Ruff's tokens
+//! before the parser runs ([`super::policy::prescan`]): any input answers, on a 2 MiB thread
+//! stack, and never overflows or panics.
+//!
+//! | Limit | Value | Rule |
+//! |---|---|---|
+//! | [`MAX_SOURCE_BYTES`] | 1 MiB | `source_too_large` |
+//! | [`MAX_NESTING`](super::policy::MAX_NESTING): brackets, f-string fields, blocks | 100 | `nesting_too_deep` |
+//! | [`MAX_EXPRESSION_DEPTH`](super::policy::MAX_EXPRESSION_DEPTH): estimated tree depth | 256 | `nesting_too_deep` |
+//! | [`MAX_VIOLATIONS`]: violations reported | 50 | |
+//!
+//! # Rules
+//!
+//! `import_not_allowed`, `dunder_access`, `private_access` (any attribute starting with `_`),
+//! `frame_access`, `builtin_denied`, `attribute_denied`, `operator_denied`, `file_writer`,
+//! `dynamic_attribute`, `string_evaluation`, `dunder_definition`, `metaclass_denied`,
+//! `registered_class`, `module_patch`, `kernel_access`, `dunder_string`, `script_node`, and the
+//! two limits above. Every violation names its rule, says why, and gives line and column.
+//! Classes are allowed, with the special methods of [`super::policy::DUNDER_METHODS_ALLOWED`]
+//! defined in a class body and `super().__init__(...)`.
 //!
 //! Identifiers are compared after NFKC normalization, as Python itself normalizes them, so
 //! `ｅｘｅｃ` is `exec` here too.
 
+use std::collections::HashMap;
 use std::fmt;
 
-use ruff_python_ast::visitor::{Visitor, walk_expr, walk_stmt};
-use ruff_python_ast::{Expr, Stmt};
+use ruff_python_ast::visitor::{
+    Visitor, walk_annotation, walk_expr, walk_interpolated_string_element, walk_stmt,
+};
+use ruff_python_ast::{
+    Expr, ExprAttribute, ExprCall, ExprContext, InterpolatedStringElement, Stmt, StringLiteral,
+};
 use ruff_text_size::{Ranged, TextSize};
 use unicode_normalization::UnicodeNormalization;
 
-/// Modules agent code may import (and their submodules).
-pub const IMPORT_ALLOWLIST: [&str; 18] = [
-    "bpy",
-    "bmesh",
-    "mathutils",
-    "math",
-    "random",
-    "json",
-    "itertools",
-    "functools",
-    "collections",
-    "statistics",
-    "colorsys",
-    "copy",
-    "string",
-    "re",
-    "datetime",
-    "enum",
-    "typing",
-    "time",
-];
-
-/// Builtins agent code may not name.
-pub const DENIED_NAMES: [&str; 15] = [
-    "eval",
-    "exec",
-    "compile",
-    "open",
-    "getattr",
-    "setattr",
-    "delattr",
-    "globals",
-    "locals",
-    "vars",
-    "breakpoint",
-    "input",
-    "help",
-    "exit",
-    "quit",
-];
-
-/// Attribute names that reach Blender's persistent callbacks or script execution.
-pub const DENIED_ATTRIBUTES: [&str; 16] = [
-    "handlers",
-    "timers",
-    "driver_namespace",
-    "msgbus",
-    "execfile",
-    "register_class",
-    "unregister_class",
-    "register_module",
-    "unregister_module",
-    "load_scripts",
-    "register_submodule_factory",
-    "as_module",
-    "use_module",
-    "draw_handler_add",
-    "register_tool",
-    "refresh_script_paths",
-];
-
-/// `bpy.ops.<group>.<operator>` pairs that touch files, quit, or load code; `*` is any operator.
-pub const DENIED_OPERATORS: [(&str, &str); 20] = [
-    ("wm", "open_mainfile"),
-    ("wm", "save_mainfile"),
-    ("wm", "save_as_mainfile"),
-    ("wm", "save_homefile"),
-    ("wm", "quit_blender"),
-    ("wm", "read_homefile"),
-    ("wm", "read_factory_settings"),
-    ("wm", "read_userpref"),
-    ("wm", "recover_last_session"),
-    ("wm", "recover_auto_save"),
-    ("wm", "revert_mainfile"),
-    ("wm", "link"),
-    ("wm", "append"),
-    ("wm", "url_open"),
-    ("wm", "url_open_preset"),
-    ("wm", "path_open"),
-    ("preferences", "*"),
-    ("script", "*"),
-    ("text", "run_script"),
-    ("wm", "addon_*"),
-];
-
-/// Operator names refused whatever the chain that reaches them (an alias of `bpy.ops.wm` or
-/// `bpy.ops.script` included).
-pub const OPERATOR_NAMES: [&str; 19] = [
-    "open_mainfile",
-    "save_mainfile",
-    "save_as_mainfile",
-    "save_homefile",
-    "quit_blender",
-    "read_homefile",
-    "read_factory_settings",
-    "read_userpref",
-    "recover_last_session",
-    "recover_auto_save",
-    "revert_mainfile",
-    "url_open",
-    "url_open_preset",
-    "path_open",
-    "run_script",
-    "python_file_run",
-    "execute_preset",
-    "addon_install",
-    "addon_enable",
-];
-
-/// String literals that name something the policy forbids (a script node, a dunder).
-pub const DENIED_STRINGS: [&str; 2] = ["ShaderNodeScript", "NodeScript"];
+pub use super::policy::{DENIED_ATTRIBUTES, DENIED_NAMES, DENIED_OPERATORS, IMPORT_ALLOWLIST};
+use super::policy::{
+    DUNDER_METHODS_ALLOWED, MAX_SOURCE_BYTES, MAX_VIOLATIONS, STAR_IMPORT_ALLOWLIST, Use,
+    format_reaches_attributes, identifier_rule, is_dunder, operator_rule, prescan, string_rule,
+};
 
 /// How the gate acts on a violation, as the contract's `constraints.code_gate` says.
 pub use vibe_contract::CodeGateMode;
@@ -137,7 +81,7 @@ pub use vibe_contract::CodeGateMode;
 pub struct Violation {
     /// The rule that caught it (e.g. `import_not_allowed`, `dunder_access`).
     pub rule: &'static str,
-    /// What was found.
+    /// What was found, and why it is refused.
     pub detail: String,
     /// 1-based line.
     pub line: usize,
@@ -171,18 +115,10 @@ pub struct SyntaxIssue {
 pub enum Verdict {
     /// Parsed, and nothing the policy forbids.
     Clean,
-    /// Parsed, and these violations (all of them, in source order).
+    /// Refused: these violations (in source order, at most [`MAX_VIOLATIONS`]).
     Violations(Vec<Violation>),
     /// Did not parse.
     Syntax(SyntaxIssue),
-}
-
-fn line_column(source: &str, offset: TextSize) -> (usize, usize) {
-    let offset = usize::from(offset).min(source.len());
-    let before = &source[..offset];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
 }
 
 /// NFKC, as Python normalizes identifiers.
@@ -190,48 +126,122 @@ pub fn normalize(identifier: &str) -> String {
     identifier.nfkc().collect()
 }
 
-fn is_dunder(name: &str) -> bool {
-    name.len() > 4 && name.starts_with("__") && name.ends_with("__")
-}
-
-fn contains_dunder(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while let Some(start) = text[i..].find("__").map(|s| s + i) {
-        let rest = &bytes[start + 2..];
-        let word = rest
-            .iter()
-            .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
-            .count();
-        if word > 2 && text[start + 2..start + 2 + word].ends_with("__") {
-            return true;
-        }
-        i = start + 2;
+/// Parses and checks `source`.
+pub fn check(source: &str) -> Verdict {
+    let limit = |rule, detail, line| {
+        let column = 1;
+        Verdict::Violations(vec![Violation {
+            rule,
+            detail,
+            line,
+            column,
+        }])
+    };
+    if source.len() > MAX_SOURCE_BYTES {
+        let detail = format!(
+            "{} bytes of code; MAX_SOURCE_BYTES = {MAX_SOURCE_BYTES}",
+            source.len()
+        );
+        return limit("source_too_large", detail, 1);
     }
-    false
+    if let Err((detail, line)) = prescan(source) {
+        return limit("nesting_too_deep", detail, line);
+    }
+    let parsed = match ruff_python_parser::parse_module(source) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            let (line, column) = Lines::default().locate(source, error.location.start());
+            return Verdict::Syntax(SyntaxIssue {
+                message: error.error.to_string(),
+                line,
+                column,
+            });
+        }
+    };
+    let mut checker = Checker {
+        source,
+        lines: Lines::default(),
+        found: Vec::new(),
+        class_body: false,
+        in_annotation: false,
+        bindings: HashMap::new(),
+    };
+    for stmt in &parsed.syntax().body {
+        checker.visit_stmt(stmt);
+    }
+    if checker.found.is_empty() {
+        Verdict::Clean
+    } else {
+        Verdict::Violations(checker.found)
+    }
 }
 
-/// The dotted path of a `Name` / `Attribute` chain (`bpy.ops.wm.quit_blender`), normalized.
-fn dotted(expr: &Expr) -> Option<Vec<String>> {
-    match expr {
-        Expr::Name(name) => Some(vec![normalize(name.id.as_str())]),
-        Expr::Attribute(attr) => {
-            let mut path = dotted(&attr.value)?;
-            path.push(normalize(attr.attr.as_str()));
-            Some(path)
+/// Line starts, computed on the first violation.
+#[derive(Default)]
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn locate(&mut self, source: &str, offset: TextSize) -> (usize, usize) {
+        if self.0.is_empty() {
+            self.0.push(0);
+            let newlines = source.bytes().enumerate().filter(|(_, b)| *b == b'\n');
+            self.0.extend(newlines.map(|(i, _)| i + 1));
         }
+        let offset = usize::from(offset).min(source.len());
+        let line = self.0.partition_point(|start| *start <= offset);
+        let start = self.0[line - 1];
+        let column = source.get(start..offset).map_or(0, |s| s.chars().count()) + 1;
+        (line, column)
+    }
+}
+
+/// The chain under an attribute (`a.b.c`): its names outermost last, and what it starts from.
+fn chain(attribute: &ExprAttribute) -> (Vec<&ExprAttribute>, &Expr) {
+    let mut links = vec![attribute];
+    let mut base = &*attribute.value;
+    while let Expr::Attribute(inner) = base {
+        links.push(inner);
+        base = &inner.value;
+    }
+    links.reverse();
+    (links, base)
+}
+
+fn is_name(expr: &Expr, id: &str) -> bool {
+    matches!(expr, Expr::Name(name) if normalize(name.id.as_str()) == id)
+}
+
+/// The last name of a callee (`f`, `m.f`), normalized.
+fn callee_name(func: &Expr) -> Option<String> {
+    match func {
+        Expr::Name(name) => Some(normalize(name.id.as_str())),
+        Expr::Attribute(attr) => Some(normalize(attr.attr.as_str())),
         _ => None,
     }
 }
 
 struct Checker<'s> {
     source: &'s str,
+    lines: Lines,
     found: Vec<Violation>,
+    /// The statements visited are a class body (a `def` there defines a method).
+    class_body: bool,
+    /// Inside an annotation (a string there is evaluated by typing helpers).
+    in_annotation: bool,
+    /// Names bound to a module or a plain attribute chain of one: name → dotted path.
+    bindings: HashMap<String, Vec<String>>,
 }
 
 impl Checker<'_> {
+    fn full(&self) -> bool {
+        self.found.len() >= MAX_VIOLATIONS
+    }
+
     fn flag(&mut self, rule: &'static str, detail: String, at: TextSize) {
-        let (line, column) = line_column(self.source, at);
+        if self.full() {
+            return;
+        }
+        let (line, column) = self.lines.locate(self.source, at);
         self.found.push(Violation {
             rule,
             detail,
@@ -240,52 +250,208 @@ impl Checker<'_> {
         });
     }
 
-    fn check_import(&mut self, module: &str, at: TextSize) {
+    fn check_import(&mut self, module: &str, names: &[String], at: TextSize) {
         let top = module.split('.').next().unwrap_or("");
         if !IMPORT_ALLOWLIST.contains(&top) {
+            let allowed = IMPORT_ALLOWLIST.join(", ");
             self.flag(
                 "import_not_allowed",
-                format!(
-                    "import of {module:?} (allowed: {})",
-                    IMPORT_ALLOWLIST.join(", ")
-                ),
+                format!("import of {module:?} (allowed: {allowed})"),
                 at,
             );
+            return;
+        }
+        let parts = module.split('.').skip(1).map(str::to_owned);
+        for part in parts.chain(names.iter().cloned()) {
+            if part == "*" && !STAR_IMPORT_ALLOWLIST.contains(&module) {
+                let detail = format!("from {module} import *: a star import hides what it binds");
+                self.flag("import_not_allowed", detail, at);
+            } else if let Some((rule, why)) = identifier_rule(&part, Use::Import) {
+                let detail = format!("{part} in an import from {module}: {why} ({rule})");
+                self.flag("import_not_allowed", detail, at);
+            }
         }
     }
 
-    fn check_operator(&mut self, path: &[String], at: TextSize) {
-        let n = path.len();
-        if n < 2 {
+    /// The dotted path a plain `Name`/`Attribute` chain resolves to through the bindings.
+    fn resolve(&self, expr: &Expr) -> Option<Vec<String>> {
+        let (links, base) = match expr {
+            Expr::Attribute(attribute) => chain(attribute),
+            _ => (Vec::new(), expr),
+        };
+        let Expr::Name(root) = base else { return None };
+        let mut path = self.bindings.get(&normalize(root.id.as_str()))?.clone();
+        path.extend(links.iter().map(|link| normalize(link.attr.as_str())));
+        Some(path)
+    }
+
+    /// Assigning to (or deleting) an attribute of an imported module patches it for the kernel
+    /// too; `bpy.context` and `bpy.data` are the scene, and stay writable.
+    fn check_store(&mut self, target: &Expr) {
+        match target {
+            Expr::Tuple(tuple) => tuple.elts.iter().for_each(|t| self.check_store(t)),
+            Expr::List(list) => list.elts.iter().for_each(|t| self.check_store(t)),
+            Expr::Starred(starred) => self.check_store(&starred.value),
+            Expr::Attribute(attribute) => {
+                let (_, base) = chain(attribute);
+                let through_type = matches!(base, Expr::Call(call) if is_name(&call.func, "type"));
+                let patched = self.resolve(target).is_some_and(|path| {
+                    !(path[0] == "bpy"
+                        && path.len() > 2
+                        && ["context", "data"].contains(&&*path[1]))
+                });
+                if patched || through_type {
+                    let detail = "assigning to an attribute of a module or a class patches it for \
+                                  the kernel too";
+                    self.flag("module_patch", detail.into(), attribute.attr.start());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn check_string(&mut self, text: &str, at: TextSize) {
+        let text = normalize(text);
+        if let Some((rule, why)) = string_rule(&text) {
+            self.flag(rule, why.into(), at);
+        }
+        if self.in_annotation {
+            let why = "a string annotation is evaluated by typing helpers (get_type_hints, \
+                       singledispatch)";
+            self.flag("string_evaluation", why.into(), at);
+        }
+    }
+
+    fn check_function(&mut self, name: &str, at: TextSize) {
+        let name = normalize(name);
+        if !is_dunder(&name) || (self.class_body && DUNDER_METHODS_ALLOWED.contains(&&*name)) {
             return;
         }
-        let (group, op) = (path[n - 2].as_str(), path[n - 1].as_str());
-        let denied = DENIED_OPERATORS.iter().any(|(g, o)| {
-            *g == group
-                && (*o == "*"
-                    || *o == op
-                    || (o.ends_with('*') && op.starts_with(o.trim_end_matches('*'))))
-        });
-        // A chain through `ops` (bpy.ops.wm.x, ops.wm.x) is an operator call. The operator names
-        // themselves are distinctive, so they are refused through any alias (`w = bpy.ops.wm`)
-        // too; only the catch-all groups need the `ops` in the chain.
-        let named = OPERATOR_NAMES.contains(&op) || op.starts_with("addon_");
-        if (denied && path.iter().any(|p| p == "ops")) || named {
-            self.flag(
-                "operator_denied",
-                format!("bpy.ops.{group}.{op} touches files, quits or loads code"),
-                at,
-            );
+        let detail = if !self.class_body {
+            format!("{name} defined outside a class body")
+        } else if name == "__del__" {
+            "__del__ runs when the object is collected, after the call returned".into()
+        } else {
+            format!(
+                "{name} hooks attribute lookup, class creation or pickling (allowed: {})",
+                DUNDER_METHODS_ALLOWED.join(", ")
+            )
+        };
+        self.flag("dunder_definition", detail, at);
+    }
+
+    /// An attribute chain, walked without recursion: each name against the tables, the whole
+    /// chain against the operator rules, then what it starts from.
+    fn visit_chain(&mut self, attribute: &ExprAttribute) {
+        let (links, base) = chain(attribute);
+        let mut path: Vec<String> = match base {
+            Expr::Name(name) => vec![normalize(name.id.as_str())],
+            _ => Vec::new(),
+        };
+        let mut operator_flagged = false;
+        for link in links {
+            let name = normalize(link.attr.as_str());
+            let at = link.attr.start();
+            path.push(name.clone());
+            let named = identifier_rule(&name, Use::Attribute);
+            // The chain as an operator call first (`bpy.ops.wm.save_mainfile` is refused as
+            // one), unless only an alias reaches it and the name has a rule of its own.
+            let through_ops = path.iter().any(|p| p == "ops");
+            if !operator_flagged
+                && base.is_name_expr()
+                && (through_ops || named.is_none())
+                && let Some(rule) = operator_rule(&path)
+            {
+                let detail = format!(
+                    "{} touches files, quits, loads or evaluates code",
+                    path.join(".")
+                );
+                self.flag(rule, detail, at);
+                operator_flagged = true;
+                continue;
+            }
+            // Setting a property named `format` (`render.ffmpeg.format`) looks nothing up.
+            let stored = link.ctx != ExprContext::Load;
+            if (name == "format" || name == "format_map") && !stored {
+                let literal = match &*link.value {
+                    Expr::StringLiteral(s) => Some(s.value.to_str()),
+                    _ => None,
+                };
+                if literal.is_none_or(format_reaches_attributes) {
+                    let detail = format!(
+                        ".{name} looks attributes up from its format string: only a literal \
+                         format string without `.` or `[` in a field is allowed"
+                    );
+                    self.flag("dynamic_attribute", detail, at);
+                }
+            } else if let Some((rule, why)) = named {
+                self.flag(rule, format!("attribute .{name}: {why}"), at);
+            }
         }
+        self.visit_expr(base);
+    }
+
+    /// Calls with a rule of their own; `true` when the call was visited here.
+    fn visit_call(&mut self, call: &ExprCall) -> bool {
+        let args = &call.arguments;
+        let keyword = |names: &[&str]| {
+            args.keywords
+                .iter()
+                .any(|k| k.arg.as_ref().is_none_or(|a| names.contains(&a.as_str())))
+        };
+        let callee = callee_name(&call.func).unwrap_or_default();
+        let at = call.func.start();
+        if is_name(&call.func, "type") {
+            if args.args.len() != 1 || !args.keywords.is_empty() || args.args[0].is_starred_expr() {
+                let detail =
+                    "type() with more than one argument builds a class from run-time names";
+                self.flag("dynamic_attribute", detail.into(), at);
+            }
+            self.visit_arguments(args);
+            return true;
+        }
+        let dynamic = match callee.as_str() {
+            "Type" => true,
+            "Enum" | "IntEnum" | "Flag" | "IntFlag" | "StrEnum" => {
+                args.args.len() > 1 || keyword(&["names"])
+            }
+            "wraps" => args.args.len() > 1 || keyword(&["assigned", "updated"]),
+            "update_wrapper" => args.args.len() > 2 || keyword(&["assigned", "updated"]),
+            _ => false,
+        };
+        if dynamic {
+            let detail =
+                format!("{callee}(...) here copies attributes or builds a class by run-time names");
+            self.flag("dynamic_attribute", detail, at);
+        }
+        // `super().__init__(...)`: the one special attribute a class may reach.
+        if let Expr::Attribute(attr) = &*call.func
+            && attr.attr.as_str() == "__init__"
+            && matches!(&*attr.value, Expr::Call(inner) if is_name(&inner.func, "super"))
+        {
+            self.visit_expr(&attr.value);
+            self.visit_arguments(args);
+            return true;
+        }
+        false
     }
 }
 
 impl<'a> Visitor<'a> for Checker<'_> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if self.full() {
+            return;
+        }
         match stmt {
             Stmt::Import(import) => {
                 for alias in &import.names {
-                    self.check_import(&normalize(alias.name.as_str()), alias.start());
+                    let module = normalize(alias.name.as_str());
+                    self.check_import(&module, &[], alias.start());
+                    let path: Vec<String> = module.split('.').map(str::to_owned).collect();
+                    match &alias.asname {
+                        Some(name) => self.bindings.insert(normalize(name.as_str()), path),
+                        None => self.bindings.insert(path[0].clone(), vec![path[0].clone()]),
+                    };
                 }
             }
             Stmt::ImportFrom(import) => {
@@ -296,24 +462,73 @@ impl<'a> Visitor<'a> for Checker<'_> {
                         import.start(),
                     );
                 }
-                let module = import
-                    .module
-                    .as_ref()
-                    .map(|m| normalize(m.as_str()))
-                    .unwrap_or_default();
-                self.check_import(&module, import.start());
-                for alias in &import.names {
-                    let name = normalize(alias.name.as_str());
-                    if is_dunder(&name)
-                        || DENIED_ATTRIBUTES.contains(&name.as_str())
-                        || DENIED_NAMES.contains(&name.as_str())
-                    {
+                let module = import.module.as_ref().map(|m| normalize(m.as_str()));
+                let module = module.unwrap_or_default();
+                let names: Vec<String> = import
+                    .names
+                    .iter()
+                    .map(|a| normalize(a.name.as_str()))
+                    .collect();
+                self.check_import(&module, &names, import.start());
+                for (alias, name) in import.names.iter().zip(names) {
+                    let bound = alias
+                        .asname
+                        .as_ref()
+                        .map_or(name.clone(), |a| normalize(a.as_str()));
+                    let mut path: Vec<String> = module.split('.').map(str::to_owned).collect();
+                    path.push(name);
+                    self.bindings.insert(bound, path);
+                }
+            }
+            Stmt::FunctionDef(function) => {
+                self.check_function(function.name.as_str(), function.name.start());
+                let outer = std::mem::replace(&mut self.class_body, false);
+                walk_stmt(self, stmt);
+                self.class_body = outer;
+                return;
+            }
+            Stmt::ClassDef(class) => {
+                for base in class.arguments.iter().flat_map(|a| a.args.iter()) {
+                    if base.is_starred_expr() {
                         self.flag(
-                            "import_not_allowed",
-                            format!("from {module} import {name}"),
-                            alias.start(),
+                            "metaclass_denied",
+                            "bases unpacked at run time".into(),
+                            base.start(),
                         );
                     }
+                }
+                for keyword in class.arguments.iter().flat_map(|a| a.keywords.iter()) {
+                    let detail = match &keyword.arg {
+                        Some(arg) if arg.as_str() == "metaclass" => {
+                            "metaclass= runs code of its own when the class is built".into()
+                        }
+                        Some(arg) => format!("class keyword {arg}= reaches __init_subclass__"),
+                        None => "class keywords unpacked at run time".into(),
+                    };
+                    self.flag("metaclass_denied", detail, keyword.start());
+                }
+                let outer = std::mem::replace(&mut self.class_body, true);
+                walk_stmt(self, stmt);
+                self.class_body = outer;
+                return;
+            }
+            Stmt::Assign(assign) => {
+                assign.targets.iter().for_each(|t| self.check_store(t));
+                if let [Expr::Name(name)] = &assign.targets[..] {
+                    let id = normalize(name.id.as_str());
+                    match self.resolve(&assign.value) {
+                        Some(path) => self.bindings.insert(id, path),
+                        None => self.bindings.remove(&id),
+                    };
+                }
+            }
+            Stmt::AugAssign(assign) => self.check_store(&assign.target),
+            Stmt::AnnAssign(assign) => self.check_store(&assign.target),
+            Stmt::Delete(delete) => delete.targets.iter().for_each(|t| self.check_store(t)),
+            Stmt::For(for_) => self.check_store(&for_.target),
+            Stmt::With(with) => {
+                for item in &with.items {
+                    item.optional_vars.iter().for_each(|t| self.check_store(t));
                 }
             }
             _ => {}
@@ -321,93 +536,45 @@ impl<'a> Visitor<'a> for Checker<'_> {
         walk_stmt(self, stmt);
     }
 
+    fn visit_annotation(&mut self, expr: &'a Expr) {
+        let outer = std::mem::replace(&mut self.in_annotation, true);
+        walk_annotation(self, expr);
+        self.in_annotation = outer;
+    }
+
     fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.full() {
+            return;
+        }
         match expr {
             Expr::Name(name) => {
                 let id = normalize(name.id.as_str());
-                if is_dunder(&id) {
-                    self.flag("dunder_access", format!("name {id}"), name.start());
-                } else if DENIED_NAMES.contains(&id.as_str()) {
-                    self.flag(
-                        "builtin_denied",
-                        format!("{id} is not available to agent code"),
-                        name.start(),
-                    );
+                if id == "type" && name.ctx == ExprContext::Load {
+                    let detail = "type is allowed only as type(x)".into();
+                    self.flag("dynamic_attribute", detail, name.start());
+                } else if let Some((rule, why)) = identifier_rule(&id, Use::Name) {
+                    self.flag(rule, format!("name {id}: {why}"), name.start());
                 }
             }
-            Expr::Attribute(attr) => {
-                let name = normalize(attr.attr.as_str());
-                if name.starts_with("__") {
-                    self.flag("dunder_access", format!("attribute .{name}"), attr.start());
-                } else if DENIED_ATTRIBUTES.contains(&name.as_str()) {
-                    self.flag(
-                        "attribute_denied",
-                        format!("attribute .{name} reaches handlers, timers or script loading"),
-                        attr.start(),
-                    );
-                }
-                if let Some(path) = dotted(expr) {
-                    self.check_operator(&path, attr.start());
-                }
-            }
+            Expr::Attribute(attribute) => return self.visit_chain(attribute),
+            Expr::Call(call) if self.visit_call(call) => return,
             Expr::StringLiteral(literal) => {
-                let text = normalize(literal.value.to_str());
-                if contains_dunder(&text) {
-                    self.flag(
-                        "dunder_string",
-                        "a string naming a dunder attribute".into(),
-                        literal.start(),
-                    );
-                }
-                if DENIED_STRINGS.iter().any(|s| text.contains(s)) {
-                    self.flag(
-                        "script_node",
-                        "script nodes run arbitrary code".into(),
-                        literal.start(),
-                    );
-                }
-                let operator_names = DENIED_OPERATORS
-                    .iter()
-                    .filter(|(_, o)| !o.contains('*'))
-                    .any(|(_, o)| text == *o);
-                if operator_names {
-                    self.flag(
-                        "operator_denied",
-                        format!("a string naming the operator {text:?}"),
-                        literal.start(),
-                    );
-                }
+                return self.check_string(literal.value.to_str(), literal.start());
             }
             _ => {}
         }
         walk_expr(self, expr);
     }
-}
 
-/// Parses and checks `source`.
-pub fn check(source: &str) -> Verdict {
-    let parsed = match ruff_python_parser::parse_module(source) {
-        Ok(parsed) => parsed,
-        Err(error) => {
-            let (line, column) = line_column(source, error.location.start());
-            return Verdict::Syntax(SyntaxIssue {
-                message: error.error.to_string(),
-                line,
-                column,
-            });
-        }
-    };
-    let mut checker = Checker {
-        source,
-        found: Vec::new(),
-    };
-    for stmt in &parsed.syntax().body {
-        checker.visit_stmt(stmt);
+    fn visit_string_literal(&mut self, literal: &'a StringLiteral) {
+        self.check_string(&literal.value, literal.start());
     }
-    if checker.found.is_empty() {
-        Verdict::Clean
-    } else {
-        Verdict::Violations(checker.found)
+
+    fn visit_interpolated_string_element(&mut self, element: &'a InterpolatedStringElement) {
+        if let InterpolatedStringElement::Literal(literal) = element {
+            self.check_string(&literal.value, literal.start());
+        }
+        walk_interpolated_string_element(self, element);
     }
 }
 
@@ -430,8 +597,11 @@ mod tests {
     }
 
     #[test]
-    fn dunder_substrings() {
-        assert!(contains_dunder("{0.__class__}"));
-        assert!(!contains_dunder("snake_case__name"));
+    fn lines_and_columns_count_characters() {
+        let mut lines = Lines::default();
+        let source = "é = 1\nab = é.__class__";
+        assert_eq!(lines.locate(source, TextSize::from(0)), (1, 1));
+        let at = source.find("__class__").unwrap() as u32;
+        assert_eq!(lines.locate(source, TextSize::from(at)), (2, 8));
     }
 }

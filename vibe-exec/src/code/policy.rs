@@ -1,0 +1,643 @@
+//! The code gate's policy: its limits and how depth is measured before parsing, the tables of
+//! names it refuses and the rule each one falls under. [`super::check`] applies them.
+//!
+//! The gate is a filter, not a boundary (DESIGN §9): these tables make the common escapes fail
+//! early with an explanation. The operating-system jail around the kernel is what holds.
+
+use ruff_python_ast::token::TokenKind;
+use ruff_python_parser::{Mode, lexer};
+
+/// Largest source the gate parses (`source_too_large`, refused before it is lexed). The syntax
+/// tree costs about 60 bytes of memory per byte of source (a 16 MiB program, the contract's
+/// payload limit, takes a gigabyte and 20 s in a debug build); agent code is a script, not a
+/// data channel, and 1 MiB of it is far beyond any real one.
+pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
+
+/// Deepest nesting of brackets, f-string replacement fields and indented blocks, all counted
+/// together (`nesting_too_deep`). CPython itself stops at 200 brackets and 100 indents.
+pub const MAX_NESTING: usize = 100;
+
+/// Largest estimated depth of the syntax tree (`nesting_too_deep`). The estimate is taken on
+/// tokens, before the parser (which recurses) runs: every operator, keyword, dot, call and
+/// bracket counts as a level, commas and statement ends start a new count (except after
+/// `lambda` and `yield`, which nest across commas), and nested brackets and blocks add up. It is
+/// never below the real depth, so at this limit the parser, the visitor and the tree's drop stay
+/// inside 1 MiB of stack even in a debug build (a thread's default is 2 MiB). A bracket level
+/// costs two, so [`MAX_NESTING`] brackets fit; a 256-term sum on one line is refused.
+pub const MAX_EXPRESSION_DEPTH: usize = 256;
+
+/// Violations reported at most; the gate stops collecting after these.
+pub const MAX_VIOLATIONS: usize = 50;
+
+/// Modules agent code may import (and their submodules).
+pub const IMPORT_ALLOWLIST: [&str; 18] = [
+    "bpy",
+    "bmesh",
+    "mathutils",
+    "math",
+    "random",
+    "json",
+    "itertools",
+    "functools",
+    "collections",
+    "statistics",
+    "colorsys",
+    "copy",
+    "string",
+    "re",
+    "datetime",
+    "enum",
+    "typing",
+    "time",
+];
+
+/// Modules `from m import *` may read: their public names are harmless. A star import from
+/// anything else (`from bpy.app import *` binds `handlers`) is refused.
+pub const STAR_IMPORT_ALLOWLIST: [&str; 6] = [
+    "math",
+    "mathutils",
+    "random",
+    "itertools",
+    "colorsys",
+    "statistics",
+];
+
+/// Builtins agent code may not name (`builtin_denied`).
+pub const DENIED_NAMES: [&str; 15] = [
+    "eval",
+    "exec",
+    "compile",
+    "open",
+    "getattr",
+    "setattr",
+    "delattr",
+    "globals",
+    "locals",
+    "vars",
+    "breakpoint",
+    "input",
+    "help",
+    "exit",
+    "quit",
+];
+
+/// Attribute names that reach Blender's persistent callbacks, script execution, key maps, text
+/// blocks, drivers or the preferences (`attribute_denied`). Any attribute holding `driver`
+/// (`anim.driver_button_add`, `paste_driver_button`) or starting with `register_` or
+/// `unregister` (`bpy.utils.register_manual_map`) counts too: registrations outlive the call.
+pub const DENIED_ATTRIBUTES: [&str; 30] = [
+    "handlers",
+    "timers",
+    "driver_namespace",
+    "driver_add",
+    "drivers",
+    "msgbus",
+    "execfile",
+    "register_class",
+    "unregister_class",
+    "register_classes_factory",
+    "register_module",
+    "unregister_module",
+    "register_cli_command",
+    "load_scripts",
+    "modules_from_path",
+    "register_submodule_factory",
+    "as_module",
+    "use_module",
+    "draw_handler_add",
+    "register_tool",
+    "refresh_script_paths",
+    "keyconfigs",
+    "keyconfig_set",
+    "keyconfig_init",
+    "texts",
+    "preferences",
+    "user_preferences",
+    "use_scripts_auto_execute",
+    "use_scripts_auto_exec",
+    "autoexec_paths",
+];
+
+/// Underscored attributes that are public API: `collections.namedtuple`'s methods.
+pub const PRIVATE_ALLOWED: [&str; 5] =
+    ["_replace", "_asdict", "_fields", "_make", "_field_defaults"];
+
+/// Frame, code, generator, coroutine and traceback internals (`frame_access`): a frame's
+/// `f_globals` is any module's namespace. Any attribute with one of [`FRAME_PREFIXES`] counts.
+pub const FRAME_ATTRIBUTES: [&str; 20] = [
+    "f_back",
+    "f_builtins",
+    "f_code",
+    "f_globals",
+    "f_locals",
+    "f_trace",
+    "f_lasti",
+    "f_lineno",
+    "f_generator",
+    "func_globals",
+    "func_code",
+    "func_closure",
+    "func_defaults",
+    "func_dict",
+    "im_func",
+    "im_self",
+    "im_class",
+    "cell_contents",
+    "f_trace_lines",
+    "f_trace_opcodes",
+];
+
+/// Prefixes of generator (`gi_`), coroutine (`cr_`), async-generator (`ag_`), traceback (`tb_`)
+/// and code-object (`co_`) attributes (`frame_access`); Blender's keyframe `co_ui` is exempt.
+pub const FRAME_PREFIXES: [&str; 5] = ["gi_", "cr_", "ag_", "tb_", "co_"];
+
+/// Helpers that look an attribute up by a run-time string (`dynamic_attribute`).
+pub const DYNAMIC_ATTRIBUTE_NAMES: [&str; 6] = [
+    "attrgetter",
+    "methodcaller",
+    "Formatter",
+    "get_field",
+    "vformat",
+    "getattr_static",
+];
+
+/// Helpers that evaluate a string as Python (`string_evaluation`); `to_value` is
+/// `bpy.utils.units.to_value`, which evaluates its input.
+pub const STRING_EVALUATORS: [&str; 8] = [
+    "get_type_hints",
+    "ForwardRef",
+    "evaluate_forward_ref",
+    "_eval_type",
+    "get_annotations",
+    "call_evaluate_function",
+    "call_annotate_function",
+    "to_value",
+];
+
+/// Data-API methods, properties and operators that write files (`file_writer`): `image.save`,
+/// `save_render`, `filepath_raw`, `libraries.write`, `unpack`, `sound.mixdown`, `wm.sysinfo`;
+/// any attribute starting with one of [`FILE_WRITER_PREFIXES`] or holding `_export` counts too
+/// (`bpy.ops.export_scene`, `wm.obj_export`, `wm.save_userpref`, `image.save_as`). Setting
+/// `render.filepath` stays allowed: the jail decides where files go.
+pub const FILE_WRITERS: [&str; 7] = [
+    "save",
+    "save_render",
+    "filepath_raw",
+    "write",
+    "unpack",
+    "mixdown",
+    "sysinfo",
+];
+
+/// Prefixes of file-writing attributes, see [`FILE_WRITERS`].
+pub const FILE_WRITER_PREFIXES: [&str; 4] = ["save_", "export", "screenshot", "unpack_"];
+
+/// Metaclasses reachable from allowed modules (`metaclass_denied`).
+pub const METACLASS_NAMES: [&str; 4] = ["ABCMeta", "EnumMeta", "EnumType", "GenericMeta"];
+
+/// Special methods a class body may define (`dunder_definition` refuses the others: `__del__`
+/// runs after the call returned, `__getattr__`, `__set_name__`, `__init_subclass__`,
+/// `__class_getitem__` and `__reduce__` hook attribute lookup, class creation or pickling).
+pub const DUNDER_METHODS_ALLOWED: [&str; 24] = [
+    "__init__",
+    "__repr__",
+    "__str__",
+    "__eq__",
+    "__ne__",
+    "__lt__",
+    "__le__",
+    "__gt__",
+    "__ge__",
+    "__hash__",
+    "__len__",
+    "__bool__",
+    "__iter__",
+    "__next__",
+    "__contains__",
+    "__getitem__",
+    "__setitem__",
+    "__enter__",
+    "__exit__",
+    "__add__",
+    "__sub__",
+    "__mul__",
+    "__truediv__",
+    "__neg__",
+];
+
+/// The Python kernel's own package (`kernel_access`): agent code must not reach or patch it.
+pub const KERNEL_MODULE: &str = "vibe_kernel";
+
+/// `bpy.ops.<group>.<operator>` pairs that touch files, quit, or load code; `*` is any operator,
+/// a trailing `*` a prefix. They are refused when the chain goes through `ops`.
+pub const DENIED_OPERATORS: [(&str, &str); 24] = [
+    ("wm", "open_mainfile"),
+    ("wm", "save_mainfile"),
+    ("wm", "save_as_mainfile"),
+    ("wm", "save_homefile"),
+    ("wm", "quit_blender"),
+    ("wm", "read_homefile"),
+    ("wm", "read_factory_settings"),
+    ("wm", "read_userpref"),
+    ("wm", "recover_last_session"),
+    ("wm", "recover_auto_save"),
+    ("wm", "revert_mainfile"),
+    ("wm", "link"),
+    ("wm", "append"),
+    ("wm", "url_open"),
+    ("wm", "url_open_preset"),
+    ("wm", "path_open"),
+    ("wm", "call_menu*"),
+    ("wm", "call_panel"),
+    ("preferences", "*"),
+    ("script", "*"),
+    ("console", "*"),
+    ("text", "*"),
+    ("extensions", "*"),
+    ("wm", "addon_*"),
+];
+
+/// Operator names refused whatever the chain that reaches them (an alias of `bpy.ops.wm` or
+/// `bpy.ops.script` included): files, quitting, add-ons, external programs, and the operators
+/// that evaluate a data path or run a script (`wm.context_*`, `wm.properties_*`, presets, key
+/// configurations).
+pub const OPERATOR_NAMES: [&str; 20] = [
+    "open_mainfile",
+    "save_mainfile",
+    "save_as_mainfile",
+    "save_homefile",
+    "quit_blender",
+    "read_homefile",
+    "read_factory_settings",
+    "read_userpref",
+    "recover_last_session",
+    "recover_auto_save",
+    "revert_mainfile",
+    "url_open",
+    "url_open_preset",
+    "path_open",
+    "run_script",
+    "python_file_run",
+    "execute_preset",
+    "operator_pie_enum",
+    "external_edit",
+    "play_rendered_anim",
+];
+
+/// Prefixes and infixes of operator names refused through any chain, like [`OPERATOR_NAMES`].
+pub const OPERATOR_PREFIXES: [&str; 7] = [
+    "addon_",
+    "context_",
+    "properties_",
+    "keyconfig_",
+    "doc_view",
+    "previews_batch_",
+    "app_template_",
+];
+
+/// String literals that name something the policy forbids (a script node).
+pub const DENIED_STRINGS: [&str; 2] = ["ShaderNodeScript", "NodeScript"];
+
+/// Class-name infixes of Blender's registered classes (`WM_OT_context_set`, `VIEW3D_MT_add`):
+/// an operator class run directly evaluates its data paths, a menu or header appended to runs
+/// Python on every redraw after the call returned (`registered_class`).
+pub const REGISTERED_CLASS_INFIXES: [&str; 6] = ["_OT_", "_MT_", "_PT_", "_HT_", "_UL_", "_GT_"];
+
+/// `name` is `__x__`.
+pub fn is_dunder(name: &str) -> bool {
+    name.len() > 4 && name.starts_with("__") && name.ends_with("__")
+}
+
+/// `text` holds a `__word__` somewhere (a dunder built into a string).
+pub fn contains_dunder(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(start) = text[i..].find("__").map(|s| s + i) {
+        let word = bytes[start + 2..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+            .count();
+        if word > 2 && text[start + 2..start + 2 + word].ends_with("__") {
+            return true;
+        }
+        i = start + 2;
+    }
+    false
+}
+
+/// A `str.format` string with a replacement field whose name goes on with `.` or `[`
+/// (`"{0.__class__}"`, `"{x[0]}"`): `format` would look attributes or items up by name.
+pub fn format_reaches_attributes(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'{' {
+            if bytes.get(i + 1) == Some(&b'{') {
+                i += 2;
+                continue;
+            }
+            let field = bytes[i + 1..]
+                .iter()
+                .find(|b| matches!(b, b'.' | b'[' | b'!' | b':' | b'}' | b'{'));
+            if matches!(field, Some(b'.' | b'[')) {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Where an identifier is used: the rules differ a little (a name may start with `_`, an
+/// attribute may not; `compile` is refused as a name, not as `re.compile`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Use {
+    /// A variable name read or bound by the code.
+    Name,
+    /// `x.attribute`.
+    Attribute,
+    /// A module path component or a name imported with `from m import name`.
+    Import,
+}
+
+/// The rule an identifier breaks, with what it explains, or `None`.
+pub fn identifier_rule(id: &str, used: Use) -> Option<(&'static str, &'static str)> {
+    let in_list = |list: &[&str]| list.contains(&id);
+    if id.contains(KERNEL_MODULE) {
+        return Some(("kernel_access", "the kernel's own module is out of reach"));
+    }
+    if in_list(&STRING_EVALUATORS) {
+        return Some(("string_evaluation", "evaluates a string as Python"));
+    }
+    if in_list(&DYNAMIC_ATTRIBUTE_NAMES) {
+        return Some((
+            "dynamic_attribute",
+            "looks attributes up by a run-time string",
+        ));
+    }
+    if is_dunder(id) {
+        return Some(("dunder_access", "special attributes reach the interpreter"));
+    }
+    if used != Use::Name && id.starts_with('_') && !PRIVATE_ALLOWED.contains(&id) {
+        return Some((
+            "private_access",
+            "private attributes of modules reach their imports",
+        ));
+    }
+    if used != Use::Name
+        && id != "co_ui"
+        && (in_list(&FRAME_ATTRIBUTES) || FRAME_PREFIXES.iter().any(|p| id.starts_with(p)))
+    {
+        return Some((
+            "frame_access",
+            "frames, code and tracebacks reach other modules' globals",
+        ));
+    }
+    if used != Use::Attribute && in_list(&DENIED_NAMES) {
+        return Some(("builtin_denied", "not available to agent code"));
+    }
+    let registers = id.starts_with("register_") || id.starts_with("unregister");
+    if used != Use::Name && (in_list(&DENIED_ATTRIBUTES) || registers || id.contains("driver")) {
+        return Some((
+            "attribute_denied",
+            "reaches handlers, timers, drivers, key maps, text blocks, preferences or script loading",
+        ));
+    }
+    if used != Use::Name
+        && (in_list(&FILE_WRITERS)
+            || FILE_WRITER_PREFIXES.iter().any(|p| id.starts_with(p))
+            || id.contains("_export"))
+    {
+        return Some((
+            "file_writer",
+            "writes files; exports and saves are not for agent code",
+        ));
+    }
+    if in_list(&METACLASS_NAMES) {
+        return Some((
+            "metaclass_denied",
+            "a metaclass builds classes from run-time names",
+        ));
+    }
+    if REGISTERED_CLASS_INFIXES.iter().any(|i| id.contains(i)) {
+        return Some((
+            "registered_class",
+            "Blender's registered classes evaluate data paths or run Python on redraw",
+        ));
+    }
+    None
+}
+
+/// The rule a `Name`/`Attribute` chain (`bpy.ops.wm.quit_blender`, normalized) breaks as an
+/// operator call, or `None`.
+pub fn operator_rule(path: &[String]) -> Option<&'static str> {
+    let n = path.len();
+    if n < 2 {
+        return None;
+    }
+    let (group, op) = (path[n - 2].as_str(), path[n - 1].as_str());
+    let matches = |pattern: &str, name: &str| match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    };
+    // A chain through `ops` (bpy.ops.wm.x, ops.wm.x) is an operator call. The operator names
+    // themselves are distinctive, so they are refused through any alias (`w = bpy.ops.wm`) too;
+    // only the catch-all groups need the `ops` in the chain.
+    let named = OPERATOR_NAMES.contains(&op) || OPERATOR_PREFIXES.iter().any(|p| op.starts_with(p));
+    let grouped = path.iter().any(|p| p == "ops")
+        && DENIED_OPERATORS
+            .iter()
+            .any(|(g, o)| *g == group && matches(o, op));
+    (named || grouped).then_some("operator_denied")
+}
+
+/// The rule a string literal breaks, with what it explains, or `None`.
+pub fn string_rule(text: &str) -> Option<(&'static str, &'static str)> {
+    if contains_dunder(text) {
+        Some(("dunder_string", "a string naming a dunder attribute"))
+    } else if DENIED_STRINGS.iter().any(|s| text.contains(s)) {
+        Some(("script_node", "script nodes run arbitrary code"))
+    } else if text.contains(KERNEL_MODULE) {
+        Some(("kernel_access", "a string naming the kernel's own module"))
+    } else if DENIED_OPERATORS
+        .iter()
+        .any(|(_, o)| !o.contains('*') && text == *o)
+        || OPERATOR_NAMES.contains(&text)
+    {
+        Some(("operator_denied", "a string naming a refused operator"))
+    } else {
+        None
+    }
+}
+
+/// One level of brackets, f-string fields or blocks in the pre-scan, named by the token that
+/// opened it. A *run* is the tokens of one expression at this level (commas and statement ends
+/// start a new one); its depth is bounded by its operator count, the deepest bracket inside it,
+/// and the `lambda`s and `yield`s since the statement began (they nest across commas).
+struct Level {
+    opener: TokenKind,
+    /// The estimated depth of the levels below, when this one opened.
+    base: usize,
+    best: usize,
+    ops: usize,
+    child: usize,
+    sticky: usize,
+}
+
+impl Level {
+    fn new(opener: TokenKind, base: usize) -> Self {
+        let (best, ops, child, sticky) = (0, 0, 0, 0);
+        Level {
+            opener,
+            base,
+            best,
+            ops,
+            child,
+            sticky,
+        }
+    }
+    fn run(&self) -> usize {
+        self.ops + self.child + self.sticky + 1
+    }
+    fn end_run(&mut self) {
+        self.best = self.best.max(self.run());
+        self.ops = 0;
+        self.child = 0;
+    }
+}
+
+/// The token that opens what `closer` closes.
+fn opener_of(closer: TokenKind) -> Option<TokenKind> {
+    Some(match closer {
+        TokenKind::Rpar => TokenKind::Lpar,
+        TokenKind::Rsqb => TokenKind::Lsqb,
+        TokenKind::Rbrace => TokenKind::Lbrace,
+        TokenKind::FStringEnd => TokenKind::FStringStart,
+        TokenKind::TStringEnd => TokenKind::TStringStart,
+        TokenKind::Dedent => TokenKind::Indent,
+        _ => return None,
+    })
+}
+
+/// Bounds [`MAX_NESTING`] and [`MAX_EXPRESSION_DEPTH`] on Ruff's own tokens (its lexer keeps its
+/// nesting in counters and vectors, it does not recurse), so the parser never sees input deep
+/// enough to exhaust the stack. An error holds the explanation and the line (counted on newline
+/// tokens: a multi-line string before it shifts it).
+pub(super) fn prescan(source: &str) -> Result<(), (String, usize)> {
+    use TokenKind as T;
+    let mut lexer = lexer::lex(source, Mode::Module);
+    let mut stack = vec![Level::new(T::EndOfFile, 0)];
+    let mut line = 1;
+    loop {
+        let kind = lexer.next_token();
+        let top = stack.last_mut().expect("the root level stays");
+        match kind {
+            T::EndOfFile => return Ok(()),
+            T::Newline | T::Semi => {
+                top.end_run();
+                top.sticky = 0;
+                line += usize::from(kind == T::Newline);
+            }
+            T::NonLogicalNewline => line += 1,
+            T::Comma => top.end_run(),
+            // The parser's recovery for `yield` in a tuple recurses twice as deep.
+            T::Lambda => top.sticky += 1,
+            T::Yield => top.sticky += 2,
+            T::Lpar | T::Lsqb | T::Lbrace | T::FStringStart | T::TStringStart | T::Indent => {
+                // A block costs two levels: its statement and the statements inside.
+                let block = usize::from(kind == T::Indent);
+                top.ops += 1 - block;
+                let base = top.base + top.run() + block;
+                stack.push(Level::new(kind, base));
+                if stack.len() > MAX_NESTING + 1 {
+                    let detail = format!(
+                        "brackets, f-string fields and indented blocks nest deeper than \
+                         MAX_NESTING = {MAX_NESTING}"
+                    );
+                    return Err((detail, line));
+                }
+            }
+            T::Name | T::Int | T::Float | T::Complex | T::String | T::FStringMiddle => {}
+            T::TStringMiddle | T::Comment | T::Ellipsis | T::None | T::True | T::False => {}
+            _ => match opener_of(kind) {
+                // The root never matches: its opener is `EndOfFile`.
+                Some(opener) if top.opener == opener => {
+                    let mut done = stack.pop().expect("more than the root");
+                    done.end_run();
+                    let top = stack.last_mut().expect("the root level stays");
+                    let block = usize::from(opener == T::Indent);
+                    top.child = top.child.max(done.best + block);
+                    if block == 1 {
+                        top.end_run();
+                    }
+                }
+                _ => top.ops += 1,
+            },
+        }
+        let top = stack.last().expect("the root level stays");
+        if top.base + top.run() > MAX_EXPRESSION_DEPTH {
+            let detail = format!(
+                "the code nests deeper than MAX_EXPRESSION_DEPTH = {MAX_EXPRESSION_DEPTH} \
+                 (estimated on tokens: operators, dots, calls, lambdas and brackets in one \
+                 expression add up)"
+            );
+            return Err((detail, line));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prescan_bounds_what_the_parser_would_recurse_on() {
+        assert!(prescan("x = [(1, 2), {'a': -b}]\nif x:\n    y = f(x)[0].z\n").is_ok());
+        let n = MAX_NESTING + 1;
+        let deep = format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(prescan(&deep).unwrap_err().0.contains("MAX_NESTING = 100"));
+        let long = format!("x = 1{}", " + 1".repeat(MAX_EXPRESSION_DEPTH));
+        let refused = prescan(&long).unwrap_err();
+        assert!(
+            refused.0.contains("MAX_EXPRESSION_DEPTH = 256"),
+            "{refused:?}"
+        );
+        let lambdas = format!("f = {}0", "lambda a, b: ".repeat(MAX_EXPRESSION_DEPTH));
+        assert!(prescan(&lambdas).is_err());
+        let yields = format!("x = {}1", "yield 1, ".repeat(MAX_EXPRESSION_DEPTH / 2));
+        assert!(prescan(&yields).is_err());
+        assert_eq!(
+            prescan("if x:\n    y = (1 +\n 2)\nz = -(((1)))").map_err(|e| e.1),
+            Ok(())
+        );
+        assert_eq!(prescan(&format!("\n\n{long}")).unwrap_err().1, 3);
+    }
+
+    #[test]
+    fn the_prescan_answers_sixteen_mebibytes_of_any_nesting() {
+        for unit in [
+            "(",
+            "-",
+            "not ",
+            "lambda: ",
+            "f\"{",
+            "a.",
+            "x[",
+            "1 if 1 else ",
+            "yield ",
+        ] {
+            let source = unit.repeat(16 * 1024 * 1024 / unit.len());
+            assert!(prescan(&source).is_err(), "{unit:?}");
+        }
+    }
+
+    #[test]
+    fn format_fields_that_look_attributes_up() {
+        for text in ["{0.x}", "{x[0]}", "{:{0.x}}", "a {b.c} d"] {
+            assert!(format_reaches_attributes(text), "{text}");
+        }
+        for text in ["{}", "{:.3f}", "{0} {1}", "{name!r:>{w}}", "{{x.y}}", "%s"] {
+            assert!(!format_reaches_attributes(text), "{text}");
+        }
+    }
+}
