@@ -55,7 +55,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.0.0 = blake3:a61aea025859d10bdf52bf259821971369ebde85775ceda2582a07bf9acdc64d`
+//! `blender-core 1.0.0 = blake3:6f92707757e35a5b2c023f467b3f6ddb8533d58041724775e52e4f8a4e23f9bf`
 //!
 //! ## Performance
 //!
@@ -90,7 +90,9 @@ pub use negotiate::{
     Agreement, BridgePolicy, FLAG_UI, HostProposal, Refusal, RefusalRule, Registries, negotiate,
 };
 pub use registry_error::RegistryError;
-pub use tool_registry::{MAX_TOOLS, ToolHints, ToolRegistry, ToolRequirements, ToolSpec};
+pub use tool_registry::{
+    MAX_TOOLS, ToolHints, ToolRegistry, ToolRequirements, ToolSpec, TransactionRole,
+};
 pub use version::BlenderVersion;
 
 /// The JSON Schema of [`SessionContract`], as committed in `schema/contract.schema.json`.

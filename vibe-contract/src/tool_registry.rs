@@ -24,6 +24,22 @@ pub struct ToolHints {
     pub read_only: bool,
     /// The tool may destroy data (delete, remove, overwrite).
     pub destructive: bool,
+    /// The tool's part in a transaction, if it has one: the bridge keeps a transaction's
+    /// `begin` state out of the kernel's reach and hands it to kernels that take over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<TransactionRole>,
+}
+
+/// A tool's part in a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TransactionRole {
+    /// Opens a transaction.
+    Begin,
+    /// Closes it, keeping its effects.
+    Commit,
+    /// Closes it, undoing its effects.
+    Rollback,
 }
 
 /// What a tool needs from the session.
@@ -69,6 +85,11 @@ impl ToolSpec {
     /// Whether the tool changes the scene.
     pub fn mutates(&self) -> bool {
         !self.hints.read_only
+    }
+
+    /// The tool's part in a transaction, if any.
+    pub fn transaction_role(&self) -> Option<TransactionRole> {
+        self.hints.transaction
     }
 
     /// The MCP name of the tool: dots become underscores, because several MCP hosts only

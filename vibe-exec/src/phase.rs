@@ -53,6 +53,8 @@ pub struct CallContext {
     pub meta: Meta,
     /// How many transport calls this call made (execute, plan reads, re-discovery).
     pub transport_calls: u32,
+    /// The scene's inventory before agent code ran (the code lock's boundary mode).
+    pub scene_before: Option<Value>,
 }
 
 impl CallContext {

@@ -53,7 +53,9 @@ pub fn default_stages() -> Vec<Arc<dyn Stage>> {
         Arc::new(ActuatorLock),
         Arc::new(CodeGateGuard),
         Arc::new(PolygonBudget),
+        Arc::new(crate::code::lock::CodeLockBefore),
         Arc::new(ExecuteStage),
+        Arc::new(crate::code::lock::CodeLockAfter),
         Arc::new(MetaStage),
     ]
 }
@@ -321,6 +323,7 @@ impl Pipeline {
             answer: None,
             meta: Meta::default(),
             transport_calls: 0,
+            scene_before: None,
         };
         let envelope = match tokio::time::timeout(deadline, self.concurrency.acquire()).await {
             Ok(Ok(_permit)) => self.run_stages(&mut call).await,

@@ -292,16 +292,23 @@ impl Connection {
         self.request(id, frame, deadline).await
     }
 
+    /// Sends `inventory` as request `id` and waits for its answer.
+    pub async fn inventory(&self, id: u64, deadline: Duration) -> Result<Envelope, TransportError> {
+        self.request(id, Frame::Inventory { id }, deadline).await
+    }
+
     /// Sends `restore` (load the scene from `path`) as request `id` and waits for its answer.
     pub async fn restore(
         &self,
         id: u64,
         path: &str,
+        transaction: Option<crate::frame::TransactionCarry>,
         deadline: Duration,
     ) -> Result<Envelope, TransportError> {
         let frame = Frame::Restore {
             id,
             path: path.to_owned(),
+            transaction,
         };
         self.request(id, frame, deadline).await
     }

@@ -57,6 +57,15 @@ impl SessionConfig {
     }
 }
 
+/// A transaction handed to a kernel with a restore: its id and the snapshot of its `begin`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionCarry {
+    /// The transaction's id.
+    pub id: String,
+    /// The `.blend` of the scene at `begin` (the kernel copies it).
+    pub snapshot: String,
+}
+
 /// One frame of wire protocol v1.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Frame {
@@ -102,6 +111,14 @@ pub enum Frame {
         id: u64,
         /// The checkpoint to load.
         path: String,
+        /// The transaction open at the checkpoint, if any; the kernel takes it over.
+        transaction: Option<TransactionCarry>,
+    },
+    /// Bridge -> kernel: list every object (name, data, scene collections, whether the scene
+    /// holds it) for the actuator lock's check; answered by a `result` with the same id.
+    Inventory {
+        /// Request id.
+        id: u64,
     },
     /// Bridge -> kernel: stop call `id` as soon as feasible.
     Cancel {
@@ -139,6 +156,7 @@ struct WireFrame {
     token: Option<String>,
     session: Option<SessionConfig>,
     path: Option<String>,
+    transaction: Option<TransactionCarry>,
     // Hello fields.
     protocol: Option<u32>,
     kernel: Option<String>,
@@ -221,6 +239,9 @@ impl Frame {
             "cancel" => Frame::Cancel {
                 id: need(wire.id, kind, "id")?,
             },
+            "inventory" => Frame::Inventory {
+                id: need(wire.id, kind, "id")?,
+            },
             "checkpoint" => Frame::Checkpoint {
                 id: need(wire.id, kind, "id")?,
                 path: need(wire.path, kind, "path")?,
@@ -228,6 +249,7 @@ impl Frame {
             "restore" => Frame::Restore {
                 id: need(wire.id, kind, "id")?,
                 path: need(wire.path, kind, "path")?,
+                transaction: wire.transaction,
             },
             "result" => Frame::Result {
                 id: need(wire.id, kind, "id")?,
@@ -250,6 +272,7 @@ impl Frame {
             Frame::Configure { .. } => "configure",
             Frame::Call { .. } => "call",
             Frame::Cancel { .. } => "cancel",
+            Frame::Inventory { .. } => "inventory",
             Frame::Checkpoint { .. } => "checkpoint",
             Frame::Restore { .. } => "restore",
             Frame::Result { .. } => "result",
@@ -290,10 +313,19 @@ impl Frame {
                 wire.params = Some(params);
                 wire.deadline_ms = Some(*deadline_ms);
             }
-            Frame::Cancel { id } => wire.id = Some(*id),
-            Frame::Checkpoint { id, path } | Frame::Restore { id, path } => {
+            Frame::Cancel { id } | Frame::Inventory { id } => wire.id = Some(*id),
+            Frame::Checkpoint { id, path } => {
                 wire.id = Some(*id);
                 wire.path = Some(path);
+            }
+            Frame::Restore {
+                id,
+                path,
+                transaction,
+            } => {
+                wire.id = Some(*id);
+                wire.path = Some(path);
+                wire.transaction = transaction.as_ref();
             }
             Frame::Result { id, envelope } => {
                 wire.id = Some(*id);
@@ -331,6 +363,8 @@ struct WireOut<'a> {
     session: Option<&'a SessionConfig>,
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transaction: Option<&'a TransactionCarry>,
     #[serde(skip_serializing_if = "Option::is_none")]
     protocol: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 8] = [
+pub const KERNEL_FILES: [(&str, &str); 9] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -52,6 +52,10 @@ pub const KERNEL_FILES: [(&str, &str); 8] = [
     (
         "vibe_kernel/envelope.py",
         include_str!("../kernel/vibe_kernel/envelope.py"),
+    ),
+    (
+        "vibe_kernel/lock.py",
+        include_str!("../kernel/vibe_kernel/lock.py"),
     ),
     (
         "vibe_kernel/state.py",

@@ -94,7 +94,9 @@ mod tcp;
 pub use codec::{CodecError, DEFAULT_MAX_FRAME_BYTES, LineCodec};
 pub use connection::{Connection, HandshakeOptions};
 pub use error::TransportError;
-pub use frame::{Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig};
+pub use frame::{
+    Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig, TransactionCarry,
+};
 pub use rng::SplitMix64;
 pub use transport::{Call, Transport};
 

@@ -231,14 +231,20 @@ impl StdioTransport {
             .await
     }
 
+    /// Every object's name, data, scene collections and whether the scene holds it.
+    pub async fn inventory(&self, deadline: Duration) -> Result<Envelope, TransportError> {
+        self.connection.inventory(self.next_id(), deadline).await
+    }
+
     /// Loads the scene from `path` (a `.blend` the kernel can read).
     pub async fn restore(
         &self,
         path: &str,
+        transaction: Option<crate::frame::TransactionCarry>,
         deadline: Duration,
     ) -> Result<Envelope, TransportError> {
         self.connection
-            .restore(self.next_id(), path, deadline)
+            .restore(self.next_id(), path, transaction, deadline)
             .await
     }
 

@@ -30,13 +30,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use serde_json::json;
-use vibe_contract::ToolRegistry;
+use vibe_contract::{ToolRegistry, TransactionRole};
 use vibe_errors::{Determinism, Envelope, ErrorBody, ErrorCode};
 
 use crate::error::TransportError;
-use crate::frame::{Hello, SessionConfig};
+use crate::frame::{Hello, SessionConfig, TransactionCarry};
 use crate::stdio::StdioTransport;
-use crate::transport::{Call, Transport};
+use crate::transport::{Call, CodeBoundary, Transport};
 
 /// Journal entries after which a fresh checkpoint is taken (bounds the replay on a restore).
 pub const JOURNAL_LIMIT: usize = 64;
@@ -66,21 +66,41 @@ pub fn factory(
     })
 }
 
+/// The scene agent code left, with the transaction open when it ran.
 struct Checkpoint {
+    stored: Arc<Stored>,
+    transaction: Option<(String, Arc<Stored>)>,
+}
+
+/// A scene file a kernel saved, moved into the bridge's store where no kernel can write, and
+/// checked by hash before use; removed when the last holder drops it.
+struct Stored {
     path: PathBuf,
     hash: blake3::Hash,
+}
+
+impl Drop for Stored {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 #[derive(Default)]
 struct LastGood {
     session: Option<SessionConfig>,
-    checkpoint: Option<Checkpoint>,
+    checkpoint: Option<Arc<Stored>>,
+    checkpoint_tx: Option<(String, Arc<Stored>)>,
     journal: Vec<Call>,
     taken: u64,
+    /// The open transaction: its id and the scene at its `begin`.
+    transaction: Option<(String, Arc<Stored>)>,
+    /// The scene agent code left, awaiting the bridge's decision (boundary mode).
+    pending: Option<Checkpoint>,
 }
 
 /// A [`Transport`] over a child kernel that the bridge kills and replaces when a call passes
-/// its deadline, restoring the scene to the state before that call.
+/// its deadline, restoring the scene to the state before that call; and, by default, a
+/// [`CodeBoundary`] that retires every kernel that ran agent code.
 pub struct SupervisedKernel {
     factory: KernelFactory,
     registry: Arc<ToolRegistry>,
@@ -90,6 +110,7 @@ pub struct SupervisedKernel {
     hello: Hello,
     next_id: AtomicU64,
     replacements: AtomicU64,
+    boundary: bool,
 }
 
 impl std::fmt::Debug for SupervisedKernel {
@@ -97,6 +118,7 @@ impl std::fmt::Debug for SupervisedKernel {
         f.debug_struct("SupervisedKernel")
             .field("hello", &self.hello)
             .field("replacements", &self.replacements)
+            .field("boundary", &self.boundary)
             .finish_non_exhaustive()
     }
 }
@@ -131,10 +153,18 @@ impl SupervisedKernel {
             // Far above the ids each kernel's own counter gives its control frames and replays.
             next_id: AtomicU64::new(FIRST_CALL_ID),
             replacements: AtomicU64::new(0),
+            boundary: true,
         })
     }
 
-    /// How many times a kernel was replaced.
+    /// Trust the kernel's own in-kernel check for agent code (a filter: code can disarm it)
+    /// instead of retiring every kernel that ran agent code. Cheaper; for agents you trust.
+    pub fn in_kernel_check_only(mut self) -> SupervisedKernel {
+        self.boundary = false;
+        self
+    }
+
+    /// How many times a kernel was replaced (deadlines and retirements).
     pub fn replacements(&self) -> u64 {
         self.replacements.load(Ordering::Relaxed)
     }
@@ -149,76 +179,103 @@ impl SupervisedKernel {
         (current.0, Arc::clone(&current.1))
     }
 
-    /// Where the kernel writes a checkpoint: its private folder in a jail, else the store.
-    fn checkpoint_target(&self, kernel: &StdioTransport, n: u64) -> PathBuf {
+    /// Where a kernel writes or reads a scene file: its private folder in a jail, else the store.
+    fn exchange_path(&self, kernel: &StdioTransport, name: &str) -> PathBuf {
         #[cfg(feature = "jail")]
         if let Some(private) = kernel.private_dir() {
-            return private.join(format!("checkpoint-{n}.blend"));
+            return private.join(name);
         }
         let _ = kernel;
-        self.store.join(format!("checkpoint-{n}.blend"))
+        self.store.join(name)
     }
 
-    /// Takes a checkpoint on `kernel` and moves it out of the kernel's reach.
-    async fn checkpoint(&self, kernel: &StdioTransport, last: &mut LastGood) -> Result<(), String> {
+    /// Saves the scene on `kernel` and moves the file out of the kernel's reach.
+    async fn save(
+        &self,
+        kernel: &StdioTransport,
+        last: &mut LastGood,
+    ) -> Result<Arc<Stored>, String> {
         last.taken += 1;
-        let written = self.checkpoint_target(kernel, last.taken);
+        let written = self.exchange_path(kernel, &format!("save-{}.blend", last.taken));
         let answer = kernel
             .checkpoint(&written.to_string_lossy(), RESTORE_DEADLINE)
             .await
             .map_err(|e| e.to_string())?;
         if let Envelope::Err(error) = answer {
-            return Err(format!("checkpoint refused: {}", error.message));
+            return Err(format!(
+                "the kernel did not save the scene: {}",
+                error.message
+            ));
         }
         let kept = self.store.join(format!("kept-{}.blend", last.taken));
         move_file(&written, &kept)?;
         let hash = hash_file(&kept)?;
-        if let Some(old) = last.checkpoint.replace(Checkpoint { path: kept, hash }) {
-            let _ = std::fs::remove_file(old.path);
-        }
+        Ok(Arc::new(Stored { path: kept, hash }))
+    }
+
+    /// Takes a new last good state on `kernel`.
+    async fn checkpoint(&self, kernel: &StdioTransport, last: &mut LastGood) -> Result<(), String> {
+        let stored = self.save(kernel, last).await?;
+        last.checkpoint = Some(stored);
+        last.checkpoint_tx = last.transaction.clone();
         last.journal.clear();
         Ok(())
     }
 
-    /// Kills `old` (generation `seen`), starts a fresh kernel and restores the last good state.
-    async fn replace(&self, seen: u64, old: &StdioTransport) -> Result<String, String> {
-        old.kill();
-        let last = self.last_good.lock().await;
-        if self.generation().0 != seen {
-            return Ok("replaced by a concurrent restore".into());
-        }
-        let fresh = tokio::time::timeout(RESTORE_DEADLINE, (self.factory)())
+    /// Hands `stored` (and the transaction open with it) to `kernel`, checked by hash.
+    async fn load(
+        &self,
+        kernel: &StdioTransport,
+        stored: &Stored,
+        transaction: &Option<(String, Arc<Stored>)>,
+    ) -> Result<(), String> {
+        let copy_in = |from: &Stored, name: &str| -> Result<PathBuf, String> {
+            if hash_file(&from.path)? != from.hash {
+                return Err("a checkpoint changed on disk; it is not used".into());
+            }
+            let target = self.exchange_path(kernel, name);
+            std::fs::copy(&from.path, &target).map_err(|e| format!("checkpoint copy: {e}"))?;
+            Ok(target)
+        };
+        let scene = copy_in(stored, "restore.blend")?;
+        let carry = match transaction {
+            Some((id, begin)) => Some(TransactionCarry {
+                id: id.clone(),
+                snapshot: copy_in(begin, "restore-tx.blend")?
+                    .to_string_lossy()
+                    .into_owned(),
+            }),
+            None => None,
+        };
+        let answer = kernel
+            .restore(&scene.to_string_lossy(), carry.clone(), RESTORE_DEADLINE)
             .await
-            .map_err(|_| "the replacement kernel did not start in time".to_owned())?
-            .map_err(|e| format!("the replacement kernel did not start: {e}"))?;
-        let mut restored = "the factory scene (no checkpoint yet)".to_owned();
-        if let Some(session) = &last.session {
-            fresh
-                .configure(session)
-                .await
-                .map_err(|e| format!("configure: {e}"))?;
+            .map_err(|e| format!("restore: {e}"));
+        let _ = std::fs::remove_file(&scene);
+        if let Some(carry) = carry {
+            let _ = std::fs::remove_file(carry.snapshot);
         }
+        if let Envelope::Err(error) = answer? {
+            return Err(format!("restore refused: {}", error.message));
+        }
+        Ok(())
+    }
+
+    /// Restores the last good state (checkpoint, then journal) on `kernel`; says what it is.
+    async fn restore_last_good(
+        &self,
+        kernel: &StdioTransport,
+        last: &LastGood,
+    ) -> Result<String, String> {
+        let mut restored = "the factory scene (no checkpoint yet)".to_owned();
         if let Some(checkpoint) = &last.checkpoint {
-            if hash_file(&checkpoint.path)? != checkpoint.hash {
-                return Err("the checkpoint changed on disk; it is not used".into());
-            }
-            let target = self.checkpoint_target(&fresh, 0);
-            std::fs::copy(&checkpoint.path, &target)
-                .map_err(|e| format!("checkpoint copy: {e}"))?;
-            let answer = fresh
-                .restore(&target.to_string_lossy(), RESTORE_DEADLINE)
-                .await
-                .map_err(|e| format!("restore: {e}"))?;
-            let _ = std::fs::remove_file(&target);
-            if let Envelope::Err(error) = answer {
-                return Err(format!("restore refused: {}", error.message));
-            }
+            self.load(kernel, checkpoint, &last.checkpoint_tx).await?;
             restored = "the checkpoint".to_owned();
         }
         for call in &last.journal {
             let mut again = call.clone();
-            again.id = fresh.next_id();
-            match fresh.call(again).await {
+            again.id = kernel.next_id();
+            match kernel.call(again).await {
                 Ok(Envelope::Ok(_)) => {}
                 Ok(Envelope::Err(error)) => {
                     return Err(format!("replaying {} failed: {}", call.tool, error.message));
@@ -229,14 +286,69 @@ impl SupervisedKernel {
         if !last.journal.is_empty() {
             restored = format!("{restored} and {} journaled calls", last.journal.len());
         }
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        *current = (seen + 1, Arc::new(fresh));
-        self.replacements.fetch_add(1, Ordering::Relaxed);
         Ok(restored)
     }
 
-    /// Records a successful call in the last good state.
-    async fn remember(&self, kernel: &StdioTransport, call: Call) -> Result<(), String> {
+    /// A fresh, configured kernel.
+    async fn fresh(&self, last: &LastGood) -> Result<StdioTransport, String> {
+        let fresh = tokio::time::timeout(RESTORE_DEADLINE, (self.factory)())
+            .await
+            .map_err(|_| "the replacement kernel did not start in time".to_owned())?
+            .map_err(|e| format!("the replacement kernel did not start: {e}"))?;
+        if let Some(session) = &last.session {
+            fresh
+                .configure(session)
+                .await
+                .map_err(|e| format!("configure: {e}"))?;
+        }
+        Ok(fresh)
+    }
+
+    fn swap(&self, seen: u64, fresh: StdioTransport) {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        *current = (seen + 1, Arc::new(fresh));
+        self.replacements.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Kills `old` (generation `seen`), starts a fresh kernel and restores the last good state.
+    async fn replace(&self, seen: u64, old: &StdioTransport) -> Result<String, String> {
+        old.kill();
+        let mut last = self.last_good.lock().await;
+        if self.generation().0 != seen {
+            return Ok("replaced by a concurrent restore".into());
+        }
+        // Agent code whose scene was never judged does not count as good.
+        last.pending = None;
+        let fresh = self.fresh(&last).await?;
+        let restored = self.restore_last_good(&fresh, &last).await?;
+        self.swap(seen, fresh);
+        Ok(restored)
+    }
+
+    /// Retires `old`, which ran agent code: the scene it left goes to a fresh kernel (loaded
+    /// with Python auto-execution off) and awaits [`CodeBoundary::settle`].
+    async fn retire(&self, seen: u64, old: &StdioTransport) -> Result<(), String> {
+        let mut last = self.last_good.lock().await;
+        let left = self.save(old, &mut last).await;
+        old.kill();
+        let left = left?;
+        let fresh = self.fresh(&last).await?;
+        self.load(&fresh, &left, &last.transaction).await?;
+        last.pending = Some(Checkpoint {
+            stored: left,
+            transaction: last.transaction.clone(),
+        });
+        self.swap(seen, fresh);
+        Ok(())
+    }
+
+    /// Records a successful typed call in the last good state.
+    async fn remember(
+        &self,
+        kernel: &StdioTransport,
+        call: Call,
+        result: &Envelope,
+    ) -> Result<(), String> {
         let Some(spec) = self.registry.get(&call.tool) else {
             return Ok(());
         };
@@ -244,14 +356,43 @@ impl SupervisedKernel {
             return Ok(());
         }
         let mut last = self.last_good.lock().await;
+        if let Some(pending) = last.pending.take() {
+            // A decision nobody made: the scene the code left is kept.
+            accept(&mut last, pending);
+        }
+        let opens = spec.transaction_role() == Some(TransactionRole::Begin);
+        let closes = matches!(
+            spec.transaction_role(),
+            Some(TransactionRole::Commit | TransactionRole::Rollback)
+        );
         if spec.determinism == Determinism::Nondeterministic || last.journal.len() >= JOURNAL_LIMIT
         {
-            self.checkpoint(kernel, &mut last).await
+            self.checkpoint(kernel, &mut last).await?;
         } else {
             last.journal.push(call);
-            Ok(())
         }
+        if opens {
+            // The scene at `begin`, out of the kernel's reach, for kernels that take over.
+            let id = result
+                .result()
+                .and_then(|r| r.get("transaction"))
+                .and_then(|t| t.as_str())
+                .unwrap_or("tx-carried")
+                .to_owned();
+            let begin = self.save(kernel, &mut last).await?;
+            last.transaction = Some((id, begin));
+        } else if closes {
+            last.transaction = None;
+        }
+        Ok(())
     }
+}
+
+/// The scene agent code left becomes the last good state.
+fn accept(last: &mut LastGood, pending: Checkpoint) {
+    last.checkpoint = Some(pending.stored);
+    last.checkpoint_tx = pending.transaction;
+    last.journal.clear();
 }
 
 #[async_trait]
@@ -278,10 +419,37 @@ impl Transport for SupervisedKernel {
     async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
         let (seen, kernel) = self.generation();
         let kept = call.clone();
+        let runs_code = self.boundary
+            && self.registry.get(&call.tool).is_some_and(|spec| {
+                spec.mutates() && spec.determinism == Determinism::Nondeterministic
+            });
         match kernel.call(call).await {
+            Ok(envelope) if runs_code => match self.retire(seen, &kernel).await {
+                Ok(()) => Ok(envelope),
+                Err(why) => {
+                    tracing::error!("retiring the kernel after {} failed: {why}", kept.tool);
+                    let restored = self
+                        .replace(self.generation().0, &self.current())
+                        .await
+                        .map_err(|_| TransportError::ConnectionLost(why.clone()))?;
+                    Ok(Envelope::Err(
+                        ErrorBody::new(
+                            ErrorCode::ExecutionFailed,
+                            format!(
+                                "{} left a kernel that could not be retired ({why}); the scene was \
+                                 restored to the state before the call",
+                                kept.tool
+                            ),
+                        )
+                        .with_detail("kernel", "replaced")
+                        .with_detail("restored", restored)
+                        .with_detail("may_have_run", false),
+                    ))
+                }
+            },
             Ok(envelope) => {
                 if envelope.is_ok()
-                    && let Err(e) = self.remember(&kernel, kept.clone()).await
+                    && let Err(e) = self.remember(&kernel, kept.clone(), &envelope).await
                 {
                     tracing::warn!("no checkpoint after {}: {e}", kept.tool);
                 }
@@ -309,16 +477,14 @@ impl Transport for SupervisedKernel {
                     Err(TransportError::Deadline(after))
                 }
             },
-            Err(error @ TransportError::ConnectionLost(_)) if self.generation().0 != seen => {
-                // Killed because another call passed its deadline: the restore took the scene
-                // back to before that call, so this one did not take effect.
-                let _ = error;
+            Err(TransportError::ConnectionLost(_)) if self.generation().0 != seen => {
+                // Killed because another call passed its deadline or ran agent code: the scene
+                // went back to a state this call is not part of.
                 Ok(Envelope::Err(
                     ErrorBody::new(
                         ErrorCode::InternalError,
                         format!(
-                            "{} did not take effect: the kernel was replaced after another call \
-                             passed its deadline",
+                            "{} did not take effect: the kernel was replaced while it waited",
                             kept.tool
                         ),
                     )
@@ -343,6 +509,42 @@ impl Transport for SupervisedKernel {
 
     fn console(&self) -> Vec<String> {
         self.current().console()
+    }
+
+    fn code_boundary(&self) -> Option<&dyn CodeBoundary> {
+        self.boundary.then_some(self as &dyn CodeBoundary)
+    }
+}
+
+#[async_trait]
+impl CodeBoundary for SupervisedKernel {
+    async fn inventory(&self) -> Result<serde_json::Value, TransportError> {
+        let answer = self.current().inventory(RESTORE_DEADLINE).await?;
+        match answer {
+            Envelope::Ok(result) => Ok(result),
+            Envelope::Err(error) => Err(TransportError::Protocol(format!(
+                "the kernel refused an inventory: {}",
+                error.message
+            ))),
+        }
+    }
+
+    async fn settle(&self, keep: bool) -> Result<(), TransportError> {
+        let mut last = self.last_good.lock().await;
+        let Some(pending) = last.pending.take() else {
+            return Ok(());
+        };
+        if keep {
+            accept(&mut last, pending);
+            return Ok(());
+        }
+        drop(pending);
+        // The current kernel only loaded the code's scene with scripts off: it is trusted.
+        let kernel = self.current();
+        self.restore_last_good(&kernel, &last)
+            .await
+            .map(|_| ())
+            .map_err(TransportError::ConnectionLost)
     }
 }
 

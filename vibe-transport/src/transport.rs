@@ -78,4 +78,27 @@ pub trait Transport: Send + Sync {
     fn console(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The boundary around agent code, when this transport has one (see [`CodeBoundary`]).
+    /// Without one, the kernel's own in-kernel check is all there is: a filter.
+    fn code_boundary(&self) -> Option<&dyn CodeBoundary> {
+        None
+    }
+}
+
+/// A boundary around agent code: after a call that ran agent code, the kernel that ran it is
+/// retired (the transport does so itself, before that call answers), a fresh kernel holds the
+/// scene the code left, and the bridge decides with facts from that fresh kernel whether the
+/// scene is kept. Nothing the code installed in its own process (timers, handlers, patches)
+/// outlives its call, and no code it could reach takes part in the decision.
+#[async_trait]
+pub trait CodeBoundary: Send + Sync {
+    /// Every object (`{"objects": [{name, data, collections, in_scene}]}`), from a kernel that
+    /// has run no agent code since it started.
+    async fn inventory(&self) -> Result<Value, TransportError>;
+
+    /// After the bridge's check of the last agent code call: keep the scene it left (it becomes
+    /// the last good state) or restore the state before it, exactly. A no-op when no agent code
+    /// call awaits a decision.
+    async fn settle(&self, keep: bool) -> Result<(), TransportError>;
 }

@@ -7,6 +7,7 @@ mod extract;
 mod fixer;
 mod gate;
 mod history;
+pub mod lock;
 pub mod policy;
 mod stage;
 mod verifier;

@@ -971,19 +971,20 @@ def render_still(k, params):
 
 @tool("python.exec", True, "code_exec")
 def python_exec(k, params):
-    """Agent code, gated again here, under a deadline. Without an open transaction a failed or
-    interrupted run is rolled back (the file snapshot), so the call stays atomic."""
-    from . import codeexec
+    """Agent code, gated again here, under a deadline, atomic: a failed or interrupted run, or
+    one that broke the actuator lock (see lock.py), is rolled back to the file snapshot taken
+    before it, inside a transaction too."""
+    from . import codeexec, lock
 
     code = req_str(params, "code")
     deadline_ms = k.call_deadline_ms
     if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, (int, float)) or not 0 < deadline_ms < 1e9:
         deadline_ms = 15000  # a frame's deadline_ms that is no sane number (NaN, infinite, negative)
     deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
-    snapshot = None
-    if k.state.transaction is None:
-        snapshot = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
-        k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=snapshot, copy=True, check_existing=False))
+    snapshot = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
+    k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=snapshot, copy=True, check_existing=False))
+    before = lock.inventory()
+    created = {name for name in before if bpy.data.objects[name].get(CREATED_PROP) == k.state.session_id}
 
     def restore():
         if snapshot is not None:
@@ -1016,11 +1017,23 @@ def python_exec(k, params):
         message = sanitize("".join(traceback.format_exception_only(type(exc), exc)))
         k.state.log_console("python.exec", message)
         raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
+    else:
+        after = lock.inventory()
+        broken = lock.violations(before, after, created)
+        if broken:
+            restore()
+            k.state.log_console("python.exec", "actuator lock: " + lock.describe(broken))
+            raise Refusal("contract_violation",
+                          "actuator lock: agent code may not delete, rename or unlink objects it did not create (%s); "
+                          "the call was rolled back" % lock.describe(broken),
+                          reason="actuator_lock", violations=broken, rolled_back=True)
+        made = sorted(name for name in after if name not in before)
+        for name in made:
+            bpy.data.objects[name][CREATED_PROP] = k.state.session_id
     finally:
         k.state.identity.clear()
-        if snapshot is not None:
-            remove_snapshot(snapshot)
+        remove_snapshot(snapshot)
     # What the code printed goes back to the agent and the bridge: escaped (an unpaired surrogate
     # would halt the bridge's JSON parser; CappedOutput escapes them as they are written) and
     # with absolute paths cut to their last component, as error messages are.
-    return {"stdout": redact_paths(escape_surrogates(stdout)), "truncated": truncated}
+    return {"stdout": redact_paths(escape_surrogates(stdout)), "truncated": truncated, "created": made}

@@ -21,7 +21,7 @@ import time
 
 import bpy
 
-from . import confine, tools
+from . import confine, lock, tools
 from .envelope import Refusal, err, from_exception, ok
 from .state import KernelState
 
@@ -119,11 +119,14 @@ class Kernel:
             return {"type": "result", "id": call_id, "envelope": envelope}
         if kind == "configure":
             return {"type": "result", "id": frame.get("id"), "envelope": ok(self.state.configure(frame.get("session", {})))}
+        if kind == "inventory":
+            return {"type": "result", "id": frame.get("id"), "envelope": ok({"objects": list(lock.inventory().values())})}
         if kind in ("checkpoint", "restore"):
-            return {"type": "result", "id": frame.get("id"), "envelope": self.state_file(kind, frame.get("path"))}
+            return {"type": "result", "id": frame.get("id"),
+                    "envelope": self.state_file(kind, frame.get("path"), frame.get("transaction"))}
         return None
 
-    def state_file(self, kind, path):
+    def state_file(self, kind, path, transaction=None):
         """Saves the scene to, or loads it from, a `.blend` the bridge names (the last good state
         a replacement kernel is restored from)."""
         if not isinstance(path, str) or not os.path.isabs(path) or not path.endswith(".blend"):
@@ -134,11 +137,28 @@ class Kernel:
                                                                 compress=False))
             else:
                 self.file_op(lambda: bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False))
-                self.state.transaction = None
                 self.state.seen.clear()
+                self.take_over(transaction)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an envelope
             return from_exception(exc)
         return ok({"path": path})
+
+    def take_over(self, transaction):
+        """The transaction open at a restored checkpoint: its `begin` snapshot is copied into a
+        folder of this kernel's own (the bridge keeps the original out of reach)."""
+        import shutil
+        import tempfile
+        if self.state.transaction is not None:
+            tools.remove_snapshot(self.state.transaction[1])
+        self.state.transaction = None
+        if isinstance(transaction, dict) and isinstance(transaction.get("snapshot"), str):
+            copy = os.path.join(tempfile.mkdtemp(prefix="vibe-tx-"), "snapshot.blend")
+            shutil.copyfile(transaction["snapshot"], copy)
+            tx_id = str(transaction.get("id", "tx-carried"))
+            self.state.transaction = (tx_id, copy)
+            number = tx_id.rpartition("-")[2]
+            if number.isdigit():
+                self.state.transactions_started = max(self.state.transactions_started, int(number))
 
     def cancel(self, call_id):
         with self.lock:
@@ -202,7 +222,7 @@ class Channel:
                     return
                 if frame.get("type") == "cancel":
                     self.kernel.cancel(frame.get("id"))
-                elif frame.get("type") in ("call", "configure", "checkpoint", "restore"):
+                elif frame.get("type") in ("call", "configure", "checkpoint", "restore", "inventory"):
                     self.inbox.put((self, frame))
                 else:
                     self.send(protocol_error("unexpected frame type %r" % frame.get("type")))

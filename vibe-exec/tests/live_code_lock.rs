@@ -1,0 +1,298 @@
+//! The actuator lock holds for agent code (seed 000's case study) on bpy 5.0.1 and Blender 3.4
+//! `-b`, through the public pipeline, with the boundary (a jailed `SupervisedKernel` retiring
+//! every kernel that ran agent code, the bridge deciding on a fresh kernel's inventory).
+//!
+//! The disarming runs use a test build of the session: the bridge's gate in log-only mode and
+//! the kernel's gate off (`VIBE_KERNEL_GATE=off`, honoured only in a jail), so the tests do not
+//! depend on finding a gate bypass. Live tests: `#[ignore = "needs VIBE_LIVE"]`, run with
+//! `VIBE_LIVE=1 VIBE_BPY_PYTHON=... VIBE_BLENDER=... cargo test --test live_code_lock -- --include-ignored`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use vibe_contract::*;
+use vibe_exec::Pipeline;
+use vibe_transport::jail::Jail;
+use vibe_transport::{StdioOptions, SupervisedKernel, Transport, kernel_factory};
+
+/// Ways agent code takes the factory Cube (which the agent did not create) away.
+const DELETIONS: [(&str, &str); 9] = [
+    (
+        "objects.remove",
+        "bpy.data.objects.remove(bpy.data.objects['Cube'])",
+    ),
+    (
+        "ops.delete",
+        "for o in bpy.context.scene.objects:\n    o.select_set(o.name == 'Cube')\nbpy.context.view_layer.objects.active = bpy.data.objects['Cube']\nbpy.ops.object.delete()",
+    ),
+    (
+        "batch_remove",
+        "bpy.data.batch_remove(list(bpy.data.objects))",
+    ),
+    (
+        "mesh removal",
+        "bpy.data.meshes.remove(bpy.data.meshes['Cube'])",
+    ),
+    (
+        "unlink everywhere",
+        "ob = bpy.data.objects['Cube']\nfor c in list(ob.users_collection):\n    c.objects.unlink(ob)",
+    ),
+    (
+        "collection removal",
+        "bpy.data.collections.remove(bpy.data.collections['Collection'])",
+    ),
+    (
+        "unlink then purge",
+        "ob = bpy.data.objects['Cube']\nfor c in list(ob.users_collection):\n    c.objects.unlink(ob)\nbpy.data.orphans_purge(do_recursive=True)",
+    ),
+    ("rename", "bpy.data.objects['Cube'].name = 'junk'"),
+    (
+        "data swap",
+        "bpy.data.objects['Cube'].data = bpy.data.meshes.new('Other')",
+    ),
+];
+
+/// Agent code that disarms every check it can reach in its own process first: the kernel's
+/// in-kernel lock, its code gate, the rollback of failed calls.
+const DISARM: &str = "import sys\nlock = sys.modules['vibe_kernel.lock']\nlock.violations = lambda *a, **k: []\n\
+codeexec = sys.modules['vibe_kernel.codeexec']\ncodeexec.check = lambda tree: None\n";
+
+fn required(var: &str) -> PathBuf {
+    assert!(
+        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
+        "live test without VIBE_LIVE=1"
+    );
+    PathBuf::from(std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set")))
+}
+
+struct Live {
+    pipeline: Pipeline,
+    kernel: Arc<SupervisedKernel>,
+    sandbox: PathBuf,
+}
+
+async fn live(target: &str, disarmed: bool) -> Live {
+    let sandbox = std::env::temp_dir().join(format!(
+        "vibe-live-lock-{target}-{disarmed}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&sandbox);
+    std::fs::create_dir_all(&sandbox).unwrap();
+    let mut jail = Jail::new(&sandbox);
+    if disarmed {
+        jail = jail.env("VIBE_KERNEL_GATE", "off");
+    }
+    let factory = if target == "bpy" {
+        let python = required("VIBE_BPY_PYTHON");
+        kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail))
+    } else {
+        let blender = required("VIBE_BLENDER");
+        kernel_factory(move || StdioOptions::jailed_blender(&blender, &jail))
+    };
+    let kernel = Arc::new(
+        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
+            .await
+            .unwrap(),
+    );
+    let host = HostProfile {
+        name: "live-lock".into(),
+        version: "1".into(),
+        capabilities: ["scene.read", "scene.write", "transactions", CAP_CODE_EXEC]
+            .map(String::from)
+            .into(),
+        ..HostProfile::default()
+    };
+    let mut proposal = HostProposal::new("live-lock", host);
+    let mut policy = BridgePolicy::default();
+    policy.capabilities.insert(CAP_CODE_EXEC.into());
+    if disarmed {
+        let log_only = Constraints {
+            code_gate: CodeGateMode::LogOnly,
+            ..Constraints::default()
+        };
+        proposal.constraints = Some(log_only.clone());
+        policy.constraints = log_only;
+    }
+    let agreement = negotiate(
+        &proposal,
+        &policy,
+        &kernel.hello().blender,
+        &blender_core_v1().unwrap(),
+    )
+    .unwrap();
+    let transport: Arc<dyn vibe_transport::Transport> = kernel.clone();
+    let pipeline = Pipeline::builder(agreement, transport)
+        .code_gate()
+        .start()
+        .await
+        .unwrap();
+    Live {
+        pipeline,
+        kernel,
+        sandbox,
+    }
+}
+
+async fn fingerprint(p: &Pipeline) -> Value {
+    p.call("scene.snapshot", json!({})).await.result().unwrap()["content_fingerprint"].clone()
+}
+
+async fn every_deletion_is_refused(target: &str, disarmed: bool) {
+    let live = live(target, disarmed).await;
+    let p = &live.pipeline;
+    for (label, body) in DELETIONS {
+        let before = fingerprint(p).await;
+        let prefix = if disarmed { DISARM } else { "" };
+        let code = format!("{prefix}import bpy\n{body}");
+        let answer = p.call("python.exec", json!({ "code": code })).await;
+        let error = answer.error().unwrap_or_else(|| {
+            panic!("{target} {label} (disarmed: {disarmed}) was not refused: {answer:?}")
+        });
+        assert_eq!(
+            error.details.get("reason").and_then(Value::as_str),
+            Some("actuator_lock"),
+            "{target} {label}: {error:?}"
+        );
+        assert!(
+            error.message.contains("Cube") || error.message.contains("Camera"),
+            "{error:?}"
+        );
+        assert_eq!(
+            fingerprint(p).await,
+            before,
+            "{target} {label}: the scene is as it was"
+        );
+        assert!(p.call("object.info", json!({"name": "Cube"})).await.is_ok());
+    }
+    live.kernel.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&live.sandbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_bpy_agent_code_cannot_take_the_humans_objects() {
+    every_deletion_is_refused("bpy", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_blender_agent_code_cannot_take_the_humans_objects() {
+    every_deletion_is_refused("blender", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_bpy_disarmed_code_cannot_take_the_humans_objects() {
+    every_deletion_is_refused("bpy", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_blender_disarmed_code_cannot_take_the_humans_objects() {
+    every_deletion_is_refused("blender", true).await;
+}
+
+/// Deferred purges (a timer, a handler), files overwritten before a failure, and the agent's
+/// own objects, with every check in the kernel disarmed.
+async fn nothing_outlives_the_call(target: &str) {
+    let live = live(target, true).await;
+    let p = &live.pipeline;
+    let deferred = format!(
+        "{DISARM}import bpy\n\
+         def purge(*args):\n    for o in list(bpy.data.objects):\n        bpy.data.objects.remove(o)\n    return None\n\
+         bpy.app.timers.register(purge, first_interval=0.0, persistent=True)\n\
+         bpy.app.handlers.depsgraph_update_post.append(purge)\n\
+         bpy.app.handlers.load_post.append(purge)\n"
+    );
+    let answer = p.call("python.exec", json!({ "code": deferred })).await;
+    assert!(answer.is_ok(), "{target}: {answer:?}");
+    let moved = p
+        .call(
+            "object.move",
+            json!({"name": "Cube", "delta": [1.0, 0.0, 0.0]}),
+        )
+        .await;
+    assert!(moved.is_ok(), "{target}: {moved:?}");
+    let listed = p.call("object.list", json!({})).await;
+    let names: Vec<&str> = listed.result().unwrap()["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    for name in ["Camera", "Cube", "Light"] {
+        assert!(
+            names.contains(&name),
+            "{target}: {name} survived the deferred purge: {names:?}"
+        );
+    }
+
+    let before = fingerprint(p).await;
+    let vandal = format!(
+        "{DISARM}import bpy, os\n\
+         for root in ['/tmp', os.environ.get('TMPDIR', '/tmp'), os.getcwd(), '{sandbox}']:\n\
+         \x20   for folder, _, files in os.walk(root):\n\
+         \x20       for f in files:\n\
+         \x20           try:\n\
+         \x20               open(os.path.join(folder, f), 'wb').write(b'junk')\n\
+         \x20           except OSError:\n\
+         \x20               pass\n\
+         bpy.data.objects['Cube'].location.z = 42\n\
+         raise RuntimeError('after overwriting every file it could reach')\n",
+        sandbox = live.sandbox.canonicalize().unwrap().display()
+    );
+    let answer = p.call("python.exec", json!({ "code": vandal })).await;
+    assert!(!answer.is_ok(), "{target}: the vandal raised");
+    assert_eq!(
+        fingerprint(p).await,
+        before,
+        "{target}: rolled back exactly"
+    );
+
+    let own = "import bpy\nme = bpy.data.meshes.new('Box')\nob = bpy.data.objects.new('Box', me)\n\
+               bpy.context.scene.collection.objects.link(ob)\nob.name = 'Crate'\n\
+               bpy.data.objects['Cube'].location.x = 2.5\nprint(ob.name)";
+    let made = p.call("python.exec", json!({ "code": own })).await;
+    assert!(made.is_ok(), "{target}: {made:?}");
+    let gone = p
+        .call(
+            "python.exec",
+            json!({"code": "import bpy\nbpy.data.objects.remove(bpy.data.objects['Crate'])"}),
+        )
+        .await;
+    assert!(
+        gone.is_ok(),
+        "{target}: the agent's own object is free: {gone:?}"
+    );
+    let typed = p
+        .call("object.create", json!({"name": "Pole", "type": "EMPTY"}))
+        .await;
+    assert!(typed.is_ok(), "{typed:?}");
+    let renamed = p
+        .call(
+            "python.exec",
+            json!({"code": "import bpy\nbpy.data.objects['Pole'].name = 'Mast'"}),
+        )
+        .await;
+    assert!(renamed.is_ok(), "{target}: {renamed:?}");
+    let deleted = p.call("object.delete", json!({"name": "Mast"})).await;
+    assert!(
+        deleted.is_ok(),
+        "{target}: the bridge followed the rename: {deleted:?}"
+    );
+    live.kernel.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&live.sandbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_bpy_nothing_agent_code_installs_outlives_its_call() {
+    nothing_outlives_the_call("bpy").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_blender_nothing_agent_code_installs_outlives_its_call() {
+    nothing_outlives_the_call("blender").await;
+}

@@ -1,0 +1,97 @@
+"""The actuator lock for agent code, in-kernel (a filter; the bridge's boundary check is tested
+from Rust): every way agent code can delete, rename or unlink an object the agent did not create
+is refused and rolled back; the agent's own objects stay free. Runs like test_kernel.py."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bpy  # noqa: E402
+
+from vibe_kernel import lock  # noqa: E402
+from vibe_kernel.wire import Kernel  # noqa: E402
+
+# Each path takes the factory Cube (which the agent did not create) away from the scene.
+ATTACKS = {
+    "objects.remove": "import bpy\nbpy.data.objects.remove(bpy.data.objects['Cube'])",
+    "ops.delete": "import bpy\nfor o in bpy.context.scene.objects:\n    o.select_set(o.name == 'Cube')\n"
+                  "bpy.context.view_layer.objects.active = bpy.data.objects['Cube']\nbpy.ops.object.delete()",
+    "batch_remove": "import bpy\nbpy.data.batch_remove(list(bpy.data.objects))",
+    "mesh removal": "import bpy\nbpy.data.meshes.remove(bpy.data.meshes['Cube'])",
+    "unlink everywhere": "import bpy\nob = bpy.data.objects['Cube']\nfor c in list(ob.users_collection):\n"
+                         "    c.objects.unlink(ob)",
+    "collection removal": "import bpy\nbpy.data.collections.remove(bpy.data.collections['Collection'])",
+    "unlink then purge": "import bpy\nob = bpy.data.objects['Cube']\nfor c in list(ob.users_collection):\n"
+                         "    c.objects.unlink(ob)\nbpy.data.orphans_purge(do_recursive=True)",
+    "rename": "import bpy\nbpy.data.objects['Cube'].name = 'junk'",
+    "data swap": "import bpy\nbpy.data.objects['Cube'].data = bpy.data.meshes.new('Other')",
+}
+
+
+class LockTest(unittest.TestCase):
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+        self.k.state.features.add("code_exec")
+        self.k.state.configure({"session_id": "lock",
+                               "capabilities": ["scene.read", "scene.write", "transactions", "code_exec"]})
+        self.k.call_deadline_ms = 5000
+
+    def state(self):
+        return lock.inventory()
+
+    def test_every_path_is_refused_and_rolled_back(self):
+        for label, code in ATTACKS.items():
+            with self.subTest(label):
+                bpy.ops.wm.read_factory_settings(use_empty=False)
+                before = self.state()
+                answer = self.k.call("python.exec", {"code": code})
+                self.assertFalse(answer["ok"], "%s: %r" % (label, answer))
+                details = answer["error"]["details"]
+                self.assertEqual(details["reason"], "actuator_lock", answer)
+                self.assertTrue(details["violations"], answer)
+                self.assertEqual(self.state(), before, label)
+
+    def test_the_refusal_names_each_object_and_what_happened(self):
+        answer = self.k.call("python.exec", {"code": ATTACKS["rename"]})
+        self.assertEqual(answer["error"]["details"]["violations"], [{"name": "Cube", "what": 'renamed to "junk"'}])
+        answer = self.k.call("python.exec", {"code": ATTACKS["batch_remove"]})
+        names = [v["name"] for v in answer["error"]["details"]["violations"]]
+        self.assertEqual(names, ["Camera", "Cube", "Light"])
+
+    def test_the_agents_own_objects_stay_free_and_property_edits_are_allowed(self):
+        made = self.k.call("python.exec", {"code": "import bpy\nme = bpy.data.meshes.new('Box')\n"
+                                                   "ob = bpy.data.objects.new('Box', me)\n"
+                                                   "bpy.context.scene.collection.objects.link(ob)\n"
+                                                   "bpy.data.objects['Cube'].location.x = 3"})
+        self.assertTrue(made["ok"], made)
+        self.assertEqual(made["result"]["created"], ["Box"])
+        self.assertEqual(bpy.data.objects["Cube"].location.x, 3)
+        renamed = self.k.call("python.exec", {"code": "import bpy\nbpy.data.objects['Box'].name = 'Crate'"})
+        self.assertTrue(renamed["ok"], renamed)
+        deleted = self.k.call("python.exec", {"code": "import bpy\nbpy.data.objects.remove(bpy.data.objects['Crate'])"})
+        self.assertTrue(deleted["ok"], deleted)
+        self.assertNotIn("Crate", bpy.data.objects)
+
+    def test_a_typed_creation_is_the_agents_too(self):
+        made = self.k.call("object.create", {"name": "Pole", "type": "EMPTY"})
+        self.assertTrue(made["ok"], made)
+        gone = self.k.call("python.exec", {"code": "import bpy\nbpy.data.objects.remove(bpy.data.objects['Pole'])"})
+        self.assertTrue(gone["ok"], gone)
+
+    def test_inside_a_transaction_a_refused_call_leaves_the_state_before_it(self):
+        self.assertTrue(self.k.call("transaction.begin", {})["ok"])
+        self.assertTrue(self.k.call("python.exec", {"code": "import bpy\nbpy.data.objects['Cube'].location.z = 7"})["ok"])
+        before = self.state()
+        answer = self.k.call("python.exec", {"code": ATTACKS["objects.remove"]})
+        self.assertEqual(answer["error"]["details"]["reason"], "actuator_lock")
+        self.assertEqual(self.state(), before)
+        self.assertEqual(bpy.data.objects["Cube"].location.z, 7)
+        self.assertTrue(self.k.call("transaction.rollback", {})["ok"])
+        self.assertEqual(bpy.data.objects["Cube"].location.z, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
