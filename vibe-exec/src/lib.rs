@@ -64,7 +64,11 @@
 //!   policy (import allowlist, no dunders, no eval / exec / open / getattr, no handlers or timers,
 //!   no file, quit or add-on operators, no script nodes or text modules; identifiers NFKC-normalized)
 //!   before it reaches Blender, where the kernel checks it again and runs it with restricted
-//!   builtins, captured stdout and a deadline. See [`mod@code`] for the fast retry loop of seed 003
+//!   builtins, captured stdout and a deadline. The gate is a filter; the boundary is the
+//!   kernel's jail (`vibe_transport::jail`). Agent code is bound by the actuator lock too
+//!   ([`code::lock`]): on a transport with a `CodeBoundary` (a supervised, jailed kernel) the
+//!   kernel that ran the code is retired and the bridge decides on a fresh kernel's inventory;
+//!   elsewhere the kernel's in-kernel check is a filter. See [`mod@code`] for the fast retry loop of seed 003
 //!   ([`code::FastRetry`], [`code::CodeFixer`]), the [`code::RetryManager`], the
 //!   [`code::ExecutionHistory`], the [`code::ResultVerifier`] and the error classifier.
 //!

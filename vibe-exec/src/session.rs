@@ -50,6 +50,14 @@ pub struct CreatedRegistry {
 }
 
 impl CreatedRegistry {
+    /// A registry holding `names` (a session's own registry is kept by its pipeline).
+    pub fn from_names<S: Into<String>>(names: impl IntoIterator<Item = S>) -> CreatedRegistry {
+        CreatedRegistry {
+            names: names.into_iter().map(Into::into).collect(),
+            saved: None,
+        }
+    }
+
     /// Whether the agent created `name` (under that name, following its own renames).
     pub fn contains(&self, name: &str) -> bool {
         self.names.contains(name)

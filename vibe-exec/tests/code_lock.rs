@@ -1,0 +1,157 @@
+//! The actuator lock for agent code: the bridge's comparison of inventories (hand-written
+//! expectations), and the filter path through the pipeline over MockBlender's twin.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+use vibe_exec::CreatedRegistry;
+use vibe_exec::code::lock::{LockViolation, violations};
+use vibe_transport::MockBlender;
+use vibe_transport::mock::Scene;
+
+fn inventory(objects: &[(&str, Option<&str>, &[&str], bool)]) -> Value {
+    let listed: Vec<Value> = objects
+        .iter()
+        .map(|(name, data, collections, in_scene)| {
+            json!({"name": name, "data": data, "collections": collections, "in_scene": in_scene})
+        })
+        .collect();
+    json!({ "objects": listed })
+}
+
+fn factory() -> Value {
+    inventory(&[
+        ("Camera", Some("Camera"), &["Collection"], true),
+        ("Cube", Some("Cube"), &["Collection"], true),
+        ("Light", Some("Light"), &["Collection"], true),
+    ])
+}
+
+fn v(name: &str, what: &str) -> LockViolation {
+    LockViolation {
+        name: name.into(),
+        what: what.into(),
+    }
+}
+
+#[test]
+fn each_way_of_taking_an_object_is_named() {
+    let none = CreatedRegistry::default();
+    let deleted = inventory(&[
+        ("Camera", Some("Camera"), &["Collection"], true),
+        ("Light", Some("Light"), &["Collection"], true),
+    ]);
+    assert_eq!(
+        violations(&factory(), &deleted, &none),
+        [v("Cube", "deleted")]
+    );
+    let renamed = inventory(&[
+        ("Camera", Some("Camera"), &["Collection"], true),
+        ("junk", Some("Cube"), &["Collection"], true),
+        ("Light", Some("Light"), &["Collection"], true),
+    ]);
+    assert_eq!(
+        violations(&factory(), &renamed, &none),
+        [v("Cube", "renamed to \"junk\"")]
+    );
+    let unlinked = inventory(&[
+        ("Camera", Some("Camera"), &[], false),
+        ("Cube", Some("Cube"), &["Collection"], true),
+        ("Light", Some("Light"), &["Collection"], true),
+    ]);
+    assert_eq!(
+        violations(&factory(), &unlinked, &none),
+        [v("Camera", "unlinked from the scene")]
+    );
+    let moved = inventory(&[
+        ("Camera", Some("Camera"), &["Collection"], true),
+        ("Cube", Some("Cube"), &["Props"], true),
+        ("Light", Some("Light"), &["Collection"], true),
+    ]);
+    assert_eq!(
+        violations(&factory(), &moved, &none),
+        [v("Cube", "unlinked from Collection")]
+    );
+    let data = inventory(&[
+        ("Camera", Some("Camera"), &["Collection"], true),
+        ("Cube", None, &["Collection"], true),
+        ("Light", Some("Other"), &["Collection"], true),
+    ]);
+    assert_eq!(
+        violations(&factory(), &data, &none),
+        [
+            v("Cube", "object data removed"),
+            v("Light", "object data replaced by \"Other\"")
+        ]
+    );
+    let everything = inventory(&[]);
+    assert_eq!(violations(&factory(), &everything, &none).len(), 3);
+}
+
+#[test]
+fn additions_edits_and_the_agents_own_objects_are_free() {
+    let none = CreatedRegistry::default();
+    let grown = inventory(&[
+        ("Box", Some("Box"), &["Collection"], true),
+        ("Camera", Some("Camera"), &["Collection", "Rig"], true),
+        ("Cube", Some("Cube"), &["Collection"], true),
+        ("Light", Some("Light"), &["Collection"], true),
+    ]);
+    assert!(violations(&factory(), &grown, &none).is_empty());
+    let mine = CreatedRegistry::from_names(["Cube"]);
+    let gone = inventory(&[
+        ("Camera", Some("Camera"), &["Collection"], true),
+        ("Light", Some("Light"), &["Collection"], true),
+    ]);
+    assert!(violations(&factory(), &gone, &mine).is_empty());
+}
+
+/// A code handler that removes the Cube from MockBlender's scene.
+fn deleting_mock() -> MockBlender {
+    MockBlender::new().with_code_handler(Box::new(|code, scene: &mut Scene| {
+        if code.contains("remove") {
+            scene.objects.remove("Cube");
+        }
+        if code.contains("make") {
+            let mut made = scene.objects["Light"].clone();
+            made.uid = 1_000;
+            made.name = "Lamp".into();
+            scene.objects.insert("Lamp".into(), made);
+        }
+        Ok(String::new())
+    }))
+}
+
+#[tokio::test]
+async fn the_filter_refuses_code_that_deletes_the_humans_cube_and_learns_what_code_made() {
+    let (_transport, builder) = builder(deleting_mock(), None, &["code_exec"]);
+    let pipeline = builder.code_gate().start().await.unwrap();
+    let before = pipeline.call("scene.snapshot", json!({})).await;
+    let refused = pipeline
+        .call(
+            "python.exec",
+            json!({"code": "import bpy\nbpy.data.objects.remove(bpy.data.objects['Cube'])"}),
+        )
+        .await;
+    let error = refused.error().expect("refused");
+    assert_eq!(error.details["reason"], "actuator_lock", "{error:?}");
+    assert_eq!(
+        error.details["violations"],
+        json!([{"name": "Cube", "what": "deleted"}])
+    );
+    let after = pipeline.call("scene.snapshot", json!({})).await;
+    assert_eq!(
+        before.result().unwrap()["content_fingerprint"],
+        after.result().unwrap()["content_fingerprint"]
+    );
+    let made = pipeline
+        .call("python.exec", json!({"code": "make = 1"}))
+        .await;
+    assert_eq!(made.result().unwrap()["created"], json!(["Lamp"]));
+    // The bridge learned it: the typed delete of the agent's own object passes the lock.
+    let deleted = pipeline
+        .call("object.delete", json!({"name": "Lamp"}))
+        .await;
+    assert!(deleted.is_ok(), "{deleted:?}");
+}
