@@ -8,8 +8,8 @@
 //! ```
 //!
 //! Options: `--sandbox DIR` (where file.save and render.still may write; default a `vibe-mcp`
-//! folder in the system's temp folder), `--audit FILE` (default `vibe_audit.jsonl` beside the
-//! sandbox), `--allow-code` (offer `python.exec`).
+//! folder in the system's temp folder), `--audit FILE` (default `<sandbox>.vibe_audit.jsonl` beside the
+//! sandbox, one per sandbox; never inside it), `--allow-code` (offer `python.exec`).
 //!
 //! A headless Blender (`--blender`, `--bpy-python`) is started in the jail (Linux: bubblewrap,
 //! Landlock, seccomp, rlimits; see `vibe_transport::jail`) and supervised: a call past its
@@ -169,9 +169,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| home.join("sandbox"));
     std::fs::create_dir_all(&sandbox_dir)?;
     let transport = transport(&args, &sandbox_dir).await?;
+    // One log per sandbox (one writer per log: a second server on the same sandbox is refused),
+    // beside the sandbox and never inside it, where a jailed kernel could write.
     let audit_path = arg_value(&args, "--audit")
         .map(PathBuf::from)
-        .unwrap_or_else(|| home.join(vibe::audit::DEFAULT_LOG));
+        .unwrap_or_else(|| {
+            let name = sandbox_dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy();
+            sandbox_dir.with_file_name(format!("{name}.{}", vibe::audit::DEFAULT_LOG))
+        });
+    if std::path::absolute(&audit_path)?.starts_with(std::path::absolute(&sandbox_dir)?) {
+        return Err(
+            "the audit log must not be inside the sandbox, where agent code can write".into(),
+        );
+    }
 
     let blender = transport.hello().blender.clone();
     let mut capabilities: std::collections::BTreeSet<String> = [

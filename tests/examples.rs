@@ -40,6 +40,13 @@ fn quickstart_runs_an_agent_session_on_the_mock() {
     }
 }
 
+/// A sandbox of the test's own: one audit log per sandbox, one writer per log.
+fn own_sandbox(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vibe-examples-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Says on the terminal (past the harness's capture) that an opt-in test was skipped.
 fn skipped(what: &str, how: &str) {
     use std::io::Write;
@@ -51,6 +58,8 @@ fn mcp_server_speaks_mcp_over_stdio() {
     use std::io::{BufRead, BufReader, Write};
     let mut child = Command::new(example("mcp_server"))
         .arg("--mock")
+        .arg("--sandbox")
+        .arg(own_sandbox("stdio"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -140,6 +149,8 @@ fn mcp_server_passes_the_official_python_client() {
     let output = Command::new(python)
         .arg(script)
         .arg(example("mcp_server"))
+        .arg("--sandbox")
+        .arg(own_sandbox("python-client"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

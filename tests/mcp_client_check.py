@@ -42,8 +42,8 @@ def is_error(result):
     return bool(field(result, "isError"))
 
 
-async def main(server):
-    params = StdioServerParameters(command=server, args=["--mock"])
+async def main(server, extra):
+    params = StdioServerParameters(command=server, args=["--mock"] + extra)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
@@ -84,4 +84,4 @@ async def main(server):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if asyncio.run(main(sys.argv[1])) else 1)
+    sys.exit(0 if asyncio.run(main(sys.argv[1], sys.argv[2:])) else 1)

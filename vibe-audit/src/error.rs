@@ -18,6 +18,15 @@ pub enum AuditError {
     /// The background writer stopped after an error.
     #[error("the audit writer stopped: {0}")]
     WriterFailed(String),
+    /// Another writer (in this process or another) holds the log: two writers would fork the
+    /// chain.
+    #[error(
+        "the audit log {path} is held by another writer (lock file {path}.lock); one log, one writer"
+    )]
+    Locked {
+        /// The log's path.
+        path: String,
+    },
     /// The queue was full and the policy is to drop; the drop will be recorded.
     #[error("the audit queue is full; the record was dropped and the drop will be recorded")]
     Dropped,

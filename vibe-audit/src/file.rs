@@ -79,6 +79,8 @@ pub struct Recovery {
 /// Appends to a JSONL file.
 #[derive(Debug)]
 pub struct FileSink {
+    /// Held for the sink's life: one writer per log (see [`FileSink::open`]).
+    _lock: File,
     path: PathBuf,
     writer: BufWriter<File>,
     size: u64,
@@ -137,11 +139,30 @@ impl FileSink {
     /// reported as a [`Recovery`] so the log can record it: no earlier record is lost and the
     /// chain does not fork. A last complete line whose hash does not match is refused
     /// ([`AuditError::Corrupt`]): appending after it would bless a tampered log.
+    ///
+    /// One writer per log: an exclusive lock on `<path>.lock` (a file that rotation never
+    /// moves) is taken first and held while the sink lives; a second writer, in this process or
+    /// another, gets [`AuditError::Locked`] instead of forking the chain.
     pub fn open(
         path: impl AsRef<Path>,
         options: FileOptions,
     ) -> Result<(FileSink, ChainHead, Option<Recovery>), AuditError> {
         let path = path.as_ref().to_path_buf();
+        let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+        let lock = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(AuditError::Locked {
+                    path: path.display().to_string(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(AuditError::Io(e)),
+        }
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -190,6 +211,7 @@ impl FileSink {
         let rotations = count_rotations(&path);
         Ok((
             FileSink {
+                _lock: lock,
                 path,
                 writer: BufWriter::with_capacity(256 * 1024, file),
                 size,

@@ -361,3 +361,50 @@ fn rotation_continues_the_chain_across_files() {
     let b = report.first_break.unwrap();
     assert!(b.file.ends_with(".2") || b.file.ends_with(".1"), "{b:?}");
 }
+
+#[test]
+fn a_second_writer_is_refused_instead_of_forking_the_chain() {
+    let dir = temp_dir("two-writers");
+    let path = dir.join(DEFAULT_LOG);
+    let mut first =
+        AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    append_calls(&mut first, 0, 3);
+    let second = AuditLog::open_file(&path, FileOptions::default(), Redactor::default());
+    assert!(
+        matches!(second, Err(AuditError::Locked { .. })),
+        "a second writer in the same process must be refused"
+    );
+    // Another process holding the lock (flock, as Rust's File::lock takes it) keeps us out too.
+    drop(first);
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import fcntl, sys, time\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(30)")
+        .arg(format!("{}.lock", path.display()))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held");
+    let blocked = AuditLog::open_file(&path, FileOptions::default(), Redactor::default());
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let error = blocked.err().expect("another process holds the log");
+    assert!(
+        error.to_string().contains("held by another writer"),
+        "{error}"
+    );
+    // Once the other writer is gone, the chain continues where it stood.
+    let mut again =
+        AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    append_calls(&mut again, 3, 2);
+    drop(again);
+    let report = verify_files(&[&path]).unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.records, 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
