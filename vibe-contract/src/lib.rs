@@ -55,7 +55,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.0.0 = blake3:6f92707757e35a5b2c023f467b3f6ddb8533d58041724775e52e4f8a4e23f9bf`
+//! `blender-core 1.0.0 = blake3:daced797c11519f68ef40bb1eb008c4acfa2dbef7a11bdfa0bf78f6b2a0ce12e`
 //!
 //! ## Performance
 //!

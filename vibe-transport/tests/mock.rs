@@ -43,25 +43,33 @@ fn starts_from_the_factory_scene() {
 }
 
 #[test]
-fn names_follow_blenders_rules() {
+fn names_are_never_taken_from_another_object() {
     let mut mock = MockBlender::new();
     let e = err(&mut mock, "mesh.create_cube", json!({"name": "Cube"}));
     assert_eq!(e.code, ErrorCode::InvalidArguments);
     assert_eq!(e.details["reason"], "name_taken");
     ok(&mut mock, "mesh.create_cube", json!({"name": "Box"}));
-    let renamed = ok(
+    let before = fingerprint(&mut mock);
+    // Blender 3.4 would rename the human's Cube to Cube.001 here; the rule is to refuse.
+    let e = err(
         &mut mock,
         "object.rename",
         json!({"name": "Box", "new_name": "Cube"}),
     );
-    assert_eq!(renamed["name"], "Cube.001");
-    ok(&mut mock, "mesh.create_plane", json!({"name": "Tile"}));
-    let again = ok(
+    assert_eq!(e.code, ErrorCode::InvalidArguments);
+    assert_eq!(e.details["reason"], "name_taken");
+    assert_eq!(e.details["field"], "new_name");
+    assert_eq!(
+        fingerprint(&mut mock),
+        before,
+        "a refused rename changes nothing"
+    );
+    let renamed = ok(
         &mut mock,
         "object.rename",
-        json!({"name": "Tile", "new_name": "Cube.001"}),
+        json!({"name": "Box", "new_name": "Crate"}),
     );
-    assert_eq!(again["name"], "Cube.002");
+    assert_eq!(renamed, json!({"old_name": "Box", "name": "Crate"}));
 }
 
 #[test]

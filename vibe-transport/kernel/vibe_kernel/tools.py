@@ -609,7 +609,11 @@ def rename(k, params):
     old = obj.name
     if wanted == old:
         return {"old_name": old, "name": old}
-    obj.name = wanted  # Blender applies its unique-name rule.
+    # Never Blender's unique-name rule: 3.4 renames the object that holds the name instead, and
+    # newer versions make names longer than ours; a taken name is refused.
+    if wanted in bpy.data.objects:
+        raise invalid("new_name", "an object named %r exists; choose another name" % wanted, reason="name_taken")
+    obj.name = wanted
     k.state.seen.pop(old, None)
     k.state.seen[obj.name] = obj.as_pointer()
     return {"old_name": old, "name": obj.name}

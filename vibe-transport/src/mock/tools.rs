@@ -690,7 +690,14 @@ impl MockBlender {
         if wanted == name {
             return Ok(json!({"old_name": name, "name": name}));
         }
-        let actual = self.scene.unique_object_name(wanted);
+        if self.scene.objects.contains_key(wanted) {
+            return Err(invalid(
+                "new_name",
+                format!("an object named {wanted:?} exists; choose another name"),
+            )
+            .with_detail("reason", "name_taken"));
+        }
+        let actual = wanted.to_owned();
         self.scene.rename_object(&name, &actual);
         let uid = self.object(&actual).uid;
         self.seen.insert(actual.clone(), uid);
