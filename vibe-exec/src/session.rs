@@ -68,6 +68,11 @@ impl CreatedRegistry {
         self.names.iter().map(String::as_str)
     }
 
+    pub(crate) fn clear(&mut self) {
+        self.names.clear();
+        self.saved = None;
+    }
+
     pub(crate) fn created(&mut self, name: &str) {
         self.names.insert(name.to_owned());
     }

@@ -39,6 +39,17 @@ pub enum TransportError {
     /// The call's deadline passed before its answer arrived.
     #[error("no answer within {0:?}")]
     Deadline(Duration),
+    /// A different kernel instance answered at the same address: Blender restarted, and the
+    /// session's scene, transaction and records are gone with the old one.
+    #[error(
+        "the kernel restarted (instance {old} is now {new}); the session's scene and transaction are gone: start a new session"
+    )]
+    KernelRestarted {
+        /// The instance the session started with.
+        old: String,
+        /// The instance that answered now.
+        new: String,
+    },
     /// The connection dropped while the call was in flight: it may or may not have run.
     #[error("connection lost while the call was in flight; it may or may not have run: {0}")]
     ConnectionLost(String),
@@ -116,6 +127,7 @@ impl TransportError {
             TransportError::Closed(_) => "closed",
             TransportError::DuplicateId(_) => "duplicate_id",
             TransportError::QueueTimeout(_) => "queue_timeout",
+            TransportError::KernelRestarted { .. } => "kernel_restarted",
         }
     }
 }

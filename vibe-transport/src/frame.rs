@@ -32,6 +32,9 @@ pub struct Hello {
     pub auth_required: bool,
     /// The largest frame the kernel accepts or sends, in bytes.
     pub max_frame_bytes: u64,
+    /// A random id of this kernel's start: a different instance behind the same address is a
+    /// restarted Blender, whose scene and session are gone (older kernels send none).
+    pub instance: Option<String>,
 }
 
 /// Per-session settings the bridge sends after the handshake (`configure`).
@@ -164,6 +167,7 @@ struct WireFrame {
     blender: Option<BlenderProfile>,
     auth_required: Option<bool>,
     max_frame_bytes: Option<u64>,
+    instance: Option<String>,
 }
 
 /// A line that is not a valid frame.
@@ -211,6 +215,7 @@ impl Frame {
                 blender: need(wire.blender, kind, "blender")?,
                 auth_required: need(wire.auth_required, kind, "auth_required")?,
                 max_frame_bytes: need(wire.max_frame_bytes, kind, "max_frame_bytes")?,
+                instance: wire.instance,
             })),
             "auth" => Frame::Auth {
                 token: need(wire.token, kind, "token")?,
@@ -295,6 +300,7 @@ impl Frame {
                 wire.blender = Some(&hello.blender);
                 wire.auth_required = Some(hello.auth_required);
                 wire.max_frame_bytes = Some(hello.max_frame_bytes);
+                wire.instance = hello.instance.as_deref();
             }
             Frame::Auth { token } => wire.token = Some(token),
             Frame::AuthOk | Frame::Bye => {}
@@ -377,6 +383,8 @@ struct WireOut<'a> {
     auth_required: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_frame_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance: Option<&'a str>,
 }
 
 #[cfg(test)]

@@ -128,6 +128,14 @@ impl TcpTransport {
             for _ in 0..self.options.reconnect_attempts {
                 match open(&self.options).await {
                     Ok(fresh) => {
+                        if fresh.hello().instance != self.hello.instance {
+                            let name =
+                                |i: &Option<String>| i.clone().unwrap_or_else(|| "unknown".into());
+                            return Err(TransportError::KernelRestarted {
+                                old: name(&self.hello.instance),
+                                new: name(&fresh.hello().instance),
+                            });
+                        }
                         if fresh.hello().blender != self.hello.blender {
                             return Err(TransportError::Closed(
                                 "the kernel came back as another Blender; start a new session"

@@ -412,3 +412,55 @@ async fn nothing_listening_is_a_connect_error() {
     ));
     assert!(started.elapsed() < Duration::from_secs(2) + SLACK);
 }
+
+/// A kernel task that can be stopped, as a Blender that quits.
+async fn stoppable_kernel(listener: TcpListener, mock: MockBlender) -> tokio::task::JoinHandle<()> {
+    let mock = Arc::new(Mutex::new(mock));
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (r, w) = stream.into_split();
+            let _ = serve_mock(r, w, Arc::clone(&mock), ServeOptions::default()).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_restarted_blender_on_the_same_port_is_a_lost_session_not_the_old_one() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let first = stoppable_kernel(listener, MockBlender::new()).await;
+    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let made = call(&t, "mesh.create_cube", json!({"name": "Box"}), 1000)
+        .await
+        .unwrap();
+    assert!(made.is_ok());
+    // Blender quits and a new one (the same version, a new instance) listens on the port.
+    first.abort();
+    let _ = first.await;
+    let listener = TcpListener::bind(addr).await.unwrap();
+    let _second = stoppable_kernel(listener, MockBlender::new()).await;
+    // A call raced with the old connection's end may still find it open (ConnectionLost);
+    // the first one that reconnects meets the new instance.
+    let mut error = call(&t, "object.info", json!({"name": "Box"}), 2000)
+        .await
+        .unwrap_err();
+    if matches!(error, TransportError::ConnectionLost(_)) {
+        error = call(&t, "object.info", json!({"name": "Box"}), 2000)
+            .await
+            .unwrap_err();
+    }
+    assert!(
+        matches!(error, TransportError::KernelRestarted { .. }),
+        "{error:?}"
+    );
+    let body = error.to_error_body();
+    assert_eq!(body.code, ErrorCode::InternalError);
+    assert_eq!(body.details["transport"], "kernel_restarted");
+    assert!(body.message.contains("restarted"), "{}", body.message);
+    // It stays lost: the session does not quietly continue on the new scene.
+    let again = call(&t, "object.list", json!({}), 2000).await.unwrap_err();
+    assert!(
+        matches!(again, TransportError::KernelRestarted { .. }),
+        "{again:?}"
+    );
+}

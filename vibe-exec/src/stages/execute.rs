@@ -48,6 +48,18 @@ fn transport_failure(call: &CallContext, session: &Session, error: &TransportErr
             ));
             error.to_error_body().with_detail("cancelled", false)
         }
+        TransportError::KernelRestarted { .. } => {
+            // The scene, its transaction and what the agent made in it are gone with the old
+            // kernel: nothing of the session's records may outlive them.
+            session.kernel_lock.set(None);
+            session.busy.store(0, Ordering::SeqCst);
+            lock(&session.created).clear();
+            session.audit_incident(
+                vibe_audit::RecordKind::Security,
+                json!({"event": "kernel_restarted", "tool": call.tool, "error": error.to_string()}),
+            );
+            error.to_error_body()
+        }
         e if e.halts_session() => {
             session.open_breaker(format!("protocol violation: {e}"));
             error.to_error_body()

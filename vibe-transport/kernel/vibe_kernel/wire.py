@@ -56,6 +56,8 @@ class Kernel:
         self.cancelled = set()
         self.lock = threading.Lock()
         self.call_deadline_ms = self.state.time_per_tool_ms
+        # A random id of this start: a restarted Blender on the same port is told apart.
+        self.instance = os.urandom(8).hex()
 
     def hello(self, auth_required):
         build = bpy.app.build_hash
@@ -64,7 +66,7 @@ class Kernel:
                 "blender": {"version": self.blender_version, "build_hash": build, "platform": sys.platform,
                             "background": bool(bpy.app.background), "features": sorted(self.state.features),
                             "confinement": dict(confine.STATE)},
-                "auth_required": auth_required, "max_frame_bytes": MAX_FRAME_BYTES}
+                "auth_required": auth_required, "max_frame_bytes": MAX_FRAME_BYTES, "instance": self.instance}
 
     def file_op(self, operation):
         """Runs a file load or save; the kernel is busy meanwhile (handlers also catch the user's)."""

@@ -65,6 +65,8 @@ struct Transaction {
 
 /// The in-memory Blender.
 pub struct MockBlender {
+    /// This mock's start, as the hello's `instance`.
+    instance: u64,
     scene: Scene,
     version: BlenderVersion,
     background: bool,
@@ -107,6 +109,7 @@ impl MockBlender {
     /// Blender 5.0.1, headless, with the factory scene.
     pub fn new() -> MockBlender {
         MockBlender {
+            instance: crate::rng::unique_suffix(),
             scene: Scene::default_startup(),
             version: BlenderVersion::new(5, 0, 1),
             background: true,
@@ -193,6 +196,7 @@ impl MockBlender {
             },
             auth_required: false,
             max_frame_bytes: crate::codec::DEFAULT_MAX_FRAME_BYTES as u64,
+            instance: Some(format!("mock-{:016x}", self.instance)),
         }
     }
 
