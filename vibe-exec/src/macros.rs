@@ -54,7 +54,8 @@ impl Pipeline {
             && let Some(first) = validator.iter_errors(&Value::Object(inputs.clone())).next()
         {
             return Err(Envelope::Err(
-                macro_error(&spec, format!("{name}: {first}")).with_detail("reason", "schema"),
+                macro_error(&spec, crate::stages::clip(&format!("{name}: {first}")))
+                    .with_detail("reason", "schema"),
             ));
         }
         let steps = spec.expand(&inputs);

@@ -234,7 +234,7 @@ impl PipelineBuilder {
 
 fn compile_validators(
     agreement: &Agreement,
-) -> Result<HashMap<String, jsonschema::Validator>, PipelineError> {
+) -> Result<HashMap<String, Arc<jsonschema::Validator>>, PipelineError> {
     let mut validators = HashMap::new();
     let tools = agreement
         .tools
@@ -251,7 +251,7 @@ fn compile_validators(
             tool: name.clone(),
             message: e.to_string(),
         })?;
-        validators.insert(name, validator);
+        validators.insert(name, Arc::new(validator));
     }
     Ok(validators)
 }

@@ -111,7 +111,7 @@ pub struct Session {
     /// The session's sandbox folder for file writes, if it has one.
     pub sandbox: Option<Sandbox>,
     /// Compiled input validators, one per agreed tool.
-    pub(crate) validators: HashMap<String, jsonschema::Validator>,
+    pub(crate) validators: HashMap<String, Arc<jsonschema::Validator>>,
     read_only: AtomicBool,
     read_only_reason: Mutex<Option<String>>,
     breaker: Mutex<Option<String>>,
@@ -139,7 +139,7 @@ impl Session {
         agreement: Arc<Agreement>,
         transport: Arc<dyn Transport>,
         sandbox: Option<Sandbox>,
-        validators: HashMap<String, jsonschema::Validator>,
+        validators: HashMap<String, Arc<jsonschema::Validator>>,
         kernel_lock: KernelLock,
         audit: Option<Arc<AuditWriter>>,
     ) -> Session {

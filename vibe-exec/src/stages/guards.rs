@@ -31,7 +31,7 @@ impl Stage for BreakerGuard {
 }
 
 /// The tool must be in the agreed registry (or the refusal says why not: excluded by Blender
-/// version or capability), and the arguments within the payload limit.
+/// version or capability). The payload limit is checked before anything else, in phase 1.
 #[derive(Debug, Default)]
 pub struct ContractCheck;
 
@@ -45,18 +45,6 @@ impl Stage for ContractCheck {
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
         session.agreement.tool(&call.tool)?;
-        let limit = session.agreement.contract.limits.max_payload_bytes;
-        let size = serde_json::to_vec(&call.params)
-            .map(|v| v.len() as u64)
-            .unwrap_or(u64::MAX);
-        if size > limit {
-            return Err(ErrorBody::new(
-                ErrorCode::ContractViolation,
-                format!("arguments of {size} bytes exceed the payload limit of {limit}"),
-            )
-            .with_detail("rule", "max_payload_bytes")
-            .with_detail("limit", limit));
-        }
         call.spec = session.agreement.tools.get_shared(&call.tool);
         Ok(())
     }

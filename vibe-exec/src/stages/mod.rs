@@ -14,7 +14,7 @@ pub use guards::{
 };
 pub use plan::PolygonBudget;
 pub use ret::MetaStage;
-pub use validate::SchemaStage;
+pub use validate::{INLINE_VALIDATION_BYTES, MAX_ECHO_CHARS, SchemaStage, clip};
 pub use verify::ReadBack;
 
 /// The tools that make the kernel busy while they run (file I/O).
