@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 9] = [
+pub const KERNEL_FILES: [(&str, &str); 10] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -56,6 +56,10 @@ pub const KERNEL_FILES: [(&str, &str); 9] = [
     (
         "vibe_kernel/lock.py",
         include_str!("../kernel/vibe_kernel/lock.py"),
+    ),
+    (
+        "vibe_kernel/snapshot.py",
+        include_str!("../kernel/vibe_kernel/snapshot.py"),
     ),
     (
         "vibe_kernel/state.py",

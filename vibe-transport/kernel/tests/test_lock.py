@@ -93,5 +93,40 @@ class LockTest(unittest.TestCase):
         self.assertEqual(bpy.data.objects["Cube"].location.z, 0)
 
 
+
+class ExactSnapshotTest(unittest.TestCase):
+    """Rollbacks keep data-blocks nobody uses yet (a material made before `begin`)."""
+
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+        self.k.state.features.add("code_exec")
+        self.k.state.configure({"session_id": "exact",
+                                "capabilities": ["scene.read", "scene.write", "transactions", "code_exec"]})
+        self.k.call_deadline_ms = 5000
+
+    def blocks(self):
+        return {(c, b.name, b.users, b.use_fake_user) for c in ("materials", "meshes", "node_groups")
+                for b in getattr(bpy.data, c)}
+
+    def test_a_rollback_keeps_unused_data_blocks(self):
+        self.assertTrue(self.k.call("material.ensure_principled", {"name": "Unused"})["ok"])
+        bpy.data.meshes.new("Spare")
+        before = self.blocks()
+        self.assertEqual(bpy.data.materials["Unused"].users, 0)
+        self.assertTrue(self.k.call("transaction.begin", {})["ok"])
+        self.assertTrue(self.k.call("object.move", {"name": "Cube", "delta": [1, 0, 0]})["ok"])
+        self.assertTrue(self.k.call("transaction.rollback", {})["ok"])
+        self.assertEqual(self.blocks(), before)
+
+    def test_a_failed_python_exec_keeps_unused_data_blocks(self):
+        self.assertTrue(self.k.call("material.ensure_principled", {"name": "Unused"})["ok"])
+        before = self.blocks()
+        failed = self.k.call("python.exec", {"code": "import bpy\nbpy.data.objects['Cube'].location.x = 5\nraise ValueError('no')"})
+        self.assertFalse(failed["ok"])
+        self.assertEqual(self.blocks(), before)
+        self.assertEqual(bpy.data.objects["Cube"].location.x, 0)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -10,6 +10,7 @@ import traceback
 import bmesh
 import bpy
 
+from . import snapshot
 from .envelope import Refusal, escape_surrogates, invalid, not_found, redact_paths, sanitize
 
 MASTER = "Scene Collection"
@@ -835,7 +836,7 @@ def tx_begin(k, params):
     tx_id = "tx-%d" % k.state.transactions_started
     # Undo does not run headless, so a transaction is a snapshot of the whole file.
     path = os.path.join(tempfile.mkdtemp(prefix="vibe-tx-"), "snapshot.blend")
-    k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False))
+    snapshot.save(path, k.file_op)
     k.state.transaction = (tx_id, path)
     return {"transaction": tx_id}
 
@@ -860,7 +861,7 @@ def tx_rollback(k, params):
     tx_id, path = take_transaction(k, "rollback")
     active = bpy.context.view_layer.objects.active
     active_name = active.name if active else None
-    k.file_op(lambda: bpy.ops.wm.open_mainfile(filepath=path, load_ui=False))
+    snapshot.load(path, k.file_op)
     remove_snapshot(path)
     # Pointers change with the reload; names are what the session knows objects by.
     k.state.seen = {o.name: o.as_pointer() for o in scene().objects if o.name in k.state.seen}
@@ -985,16 +986,15 @@ def python_exec(k, params):
     if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, (int, float)) or not 0 < deadline_ms < 1e9:
         deadline_ms = 15000  # a frame's deadline_ms that is no sane number (NaN, infinite, negative)
     deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
-    snapshot = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
-    k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=snapshot, copy=True, check_existing=False))
+    before_file = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
+    snapshot.save(before_file, k.file_op)
     before = lock.inventory()
     created = {name for name in before if bpy.data.objects[name].get(CREATED_PROP) == k.state.session_id}
 
     def restore():
-        if snapshot is not None:
-            k.file_op(lambda: bpy.ops.wm.open_mainfile(filepath=snapshot, load_ui=False))
-            k.state.seen.clear()
-        return snapshot is not None
+        snapshot.load(before_file, k.file_op)
+        k.state.seen.clear()
+        return True
 
     # Agent code may delete, rename or undo anything: start and end with an empty identity cache.
     k.state.identity.clear()
@@ -1036,7 +1036,7 @@ def python_exec(k, params):
             bpy.data.objects[name][CREATED_PROP] = k.state.session_id
     finally:
         k.state.identity.clear()
-        remove_snapshot(snapshot)
+        remove_snapshot(before_file)
     # What the code printed goes back to the agent and the bridge: escaped (an unpaired surrogate
     # would halt the bridge's JSON parser; CappedOutput escapes them as they are written) and
     # with absolute paths cut to their last component, as error messages are.

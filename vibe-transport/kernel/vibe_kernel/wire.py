@@ -21,7 +21,7 @@ import time
 
 import bpy
 
-from . import confine, lock, tools
+from . import confine, lock, snapshot, tools
 from .envelope import Refusal, err, from_exception, ok
 from .state import KernelState
 
@@ -135,10 +135,9 @@ class Kernel:
             return err("invalid_arguments", "%s needs an absolute .blend path" % kind, field="path")
         try:
             if kind == "checkpoint":
-                self.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False,
-                                                                compress=False))
+                snapshot.save(path, self.file_op)
             else:
-                self.file_op(lambda: bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False))
+                snapshot.load(path, self.file_op)
                 self.state.seen.clear()
                 self.take_over(transaction)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an envelope
