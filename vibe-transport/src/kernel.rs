@@ -87,21 +87,75 @@ pub fn write_kernel(dir: &Path) -> std::io::Result<PathBuf> {
     Ok(dir.join("run_kernel.py"))
 }
 
-/// A fresh folder for the kernel under the system's temp folder, unique to this process.
-fn kernel_dir() -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!(
-        "vibe-kernel-{}-{}",
+/// The kernel's folder under the system's temp folder, named by a hash of its files: every
+/// start of the same kernel uses the same folder (no litter), a changed kernel gets its own.
+/// Written into a private folder first and moved into place, so a reader never sees half.
+pub fn kernel_dir() -> std::io::Result<PathBuf> {
+    let mut hasher = blake3::Hasher::new();
+    for (relative, text) in KERNEL_FILES {
+        hasher.update(relative.as_bytes());
+        hasher.update(&[0]);
+        hasher.update(text.as_bytes());
+        hasher.update(&[0]);
+    }
+    let hash = hasher.finalize().to_hex();
+    let base = private_base()?;
+    let dir = base.join(format!("vibe-kernel-{}", &hash[..16]));
+    if dir.join("run_kernel.py").is_file() {
+        return Ok(dir);
+    }
+    let staging = base.join(format!(
+        "vibe-kernel-staging-{}-{}",
         std::process::id(),
         crate::rng::unique_suffix()
     ));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    write_kernel(&staging)?;
+    match std::fs::rename(&staging, &dir) {
+        Ok(()) => Ok(dir),
+        // Another process put the same kernel there first.
+        Err(_) if dir.join("run_kernel.py").is_file() => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Ok(dir)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(e)
+        }
+    }
+}
+
+/// `<temp>/vibe-<uid>`: a folder only this user owns and can write, so that nobody else can
+/// plant a kernel where this user's Blender would run it.
+fn private_base() -> std::io::Result<PathBuf> {
+    let uid = rustix::process::geteuid().as_raw();
+    let base = std::env::temp_dir().join(format!("vibe-{uid}"));
+    match std::fs::create_dir(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let meta = std::fs::symlink_metadata(&base)?;
+        let private = meta.is_dir() && meta.uid() == uid;
+        if private && meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))?;
+        }
+        if !private {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{} is not a private folder of this user", base.display()),
+            ));
+        }
+    }
+    Ok(base)
 }
 
 impl StdioOptions {
     /// A headless Blender binary running the kernel over stdio, from its factory settings.
     pub fn blender(binary: impl Into<PathBuf>) -> std::io::Result<StdioOptions> {
-        let script = write_kernel(&kernel_dir()?)?;
+        let script = kernel_dir()?.join("run_kernel.py");
         Ok(StdioOptions::new(binary)
             .arg("-b")
             .arg("--factory-startup")
@@ -115,7 +169,7 @@ impl StdioOptions {
 
     /// A Python with the bpy module running the kernel over stdio, from the factory scene.
     pub fn bpy_python(python: impl Into<PathBuf>) -> std::io::Result<StdioOptions> {
-        let script = write_kernel(&kernel_dir()?)?;
+        let script = kernel_dir()?.join("run_kernel.py");
         Ok(StdioOptions::new(python)
             .arg(script.into_os_string())
             .arg("--stdio")

@@ -114,3 +114,25 @@ async fn a_missing_program_is_a_connect_error() {
         Err(TransportError::Connect(_))
     ));
 }
+
+#[test]
+fn the_kernel_folder_is_one_per_kernel_version_and_private() {
+    let first = vibe_transport::kernel::kernel_dir().unwrap();
+    let second = vibe_transport::kernel::kernel_dir().unwrap();
+    assert_eq!(first, second, "no new folder per start");
+    assert!(first.join("run_kernel.py").is_file());
+    for (relative, text) in vibe_transport::KERNEL_FILES {
+        assert_eq!(std::fs::read_to_string(first.join(relative)).unwrap(), text);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let base = first.parent().unwrap();
+        let meta = std::fs::metadata(base).unwrap();
+        assert_eq!(
+            meta.mode() & 0o077,
+            0,
+            "only this user may write where the kernel lives"
+        );
+    }
+}

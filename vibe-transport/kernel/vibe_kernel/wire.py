@@ -375,10 +375,32 @@ def parse_args(argv):
     return options
 
 
+def private_temp():
+    """A temp folder of this kernel's own (snapshots go there), and the folders of kernels
+    that were killed before they could remove theirs."""
+    import shutil
+    import tempfile
+    base = tempfile.gettempdir()
+    for name in os.listdir(base):
+        if name.startswith("vibe-kernel-run-"):
+            pid = name.rpartition("-")[2]
+            if pid.isdigit() and not os.path.exists("/proc/%s" % pid) and sys.platform.startswith("linux"):
+                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+    own = os.path.join(base, "vibe-kernel-run-%d" % os.getpid())
+    os.makedirs(own, mode=0o700, exist_ok=True)
+    tempfile.tempdir = own
+    import atexit
+    atexit.register(shutil.rmtree, own, True)
+
+
 def main(argv):
     options = parse_args(argv)
     if options["factory"]:
         bpy.ops.wm.read_factory_settings(use_empty=False)
+    private_temp()
+    # Headless: snapshots are not pictures; no thumbnails in the user's cache.
+    if hasattr(bpy.context.preferences.filepaths, "file_preview_type"):
+        bpy.context.preferences.filepaths.file_preview_type = "NONE"
     kernel = Kernel()
     install_busy_handlers(kernel)
     if options["mode"] == "stdio":
