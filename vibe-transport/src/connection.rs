@@ -345,7 +345,7 @@ impl Connection {
         deadline: Duration,
     ) -> Result<Envelope, TransportError> {
         if let Some(error) = self.closed() {
-            return Err(error);
+            return Err(never_sent(error));
         }
         let start = tokio::time::Instant::now();
         let permit =
@@ -412,11 +412,12 @@ impl Connection {
             None => self.outgoing.send(Outgoing::Line(line)).await.is_err(),
         };
         if failed {
+            // No complete frame left: the kernel cannot have run it.
             guard.armed = false;
             self.forget(id);
-            return Err(self
-                .closed()
-                .unwrap_or_else(|| TransportError::Closed("writer stopped".into())));
+            return Err(never_sent(self.closed().unwrap_or_else(|| {
+                TransportError::Closed("writer stopped".into())
+            })));
         }
         let remaining = deadline.saturating_sub(start.elapsed());
         let answer = tokio::time::timeout(remaining, receiver).await;
@@ -608,5 +609,13 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
         }
+    }
+}
+
+/// A call that never left the bridge: it did not run, whatever ended the connection.
+fn never_sent(error: TransportError) -> TransportError {
+    match error {
+        TransportError::Closed(_) => error,
+        other => TransportError::Closed(format!("the call was never sent: {other}")),
     }
 }

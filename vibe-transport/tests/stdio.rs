@@ -75,10 +75,10 @@ async fn child_death_fails_the_call_in_flight_at_once() {
         ))
         .await
         .unwrap_err();
-    assert!(
-        matches!(after, TransportError::ConnectionLost(_)),
-        "{after:?}"
-    );
+    // Never sent: it cannot have run, and the answer says so.
+    assert!(matches!(after, TransportError::Closed(_)), "{after:?}");
+    assert!(!after.may_have_run());
+    assert!(after.to_string().contains("never sent"), "{after:?}");
 }
 
 #[tokio::test]

@@ -83,7 +83,16 @@ impl ExecuteStage {
             answer = send(call, session).await;
             repeated = true;
         }
-        let mut envelope = answer.map_err(|e| transport_failure(call, session, &e))?;
+        let mut envelope = answer.map_err(|e| {
+            let body = transport_failure(call, session, &e);
+            if repeated {
+                // The first attempt may have applied before its connection dropped.
+                body.with_detail("may_have_run", true)
+                    .with_detail("repeated_after", "connection_lost")
+            } else {
+                body
+            }
+        })?;
         if repeated && let Envelope::Err(error) = envelope {
             // The first attempt may have applied before its connection dropped.
             return Err(error
