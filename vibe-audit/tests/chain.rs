@@ -393,7 +393,9 @@ fn a_second_writer_is_refused_instead_of_forking_the_chain() {
     let blocked = AuditLog::open_file(&path, FileOptions::default(), Redactor::default());
     let _ = holder.kill();
     let _ = holder.wait();
-    let error = blocked.err().expect("another process holds the log");
+    let Err(error) = blocked else {
+        panic!("another process holds the log");
+    };
     assert!(
         error.to_string().contains("held by another writer"),
         "{error}"

@@ -317,8 +317,10 @@ impl SupervisedKernel {
         if self.generation().0 != seen {
             return Ok("replaced by a concurrent restore".into());
         }
-        // Agent code whose scene was never judged does not count as good.
-        last.pending = None;
+        if let Some(pending) = last.pending.take() {
+            // A decision nobody made: the scene the code left is kept, as on the next call.
+            accept(&mut last, pending);
+        }
         let fresh = self.fresh(&last).await?;
         let restored = self.restore_last_good(&fresh, &last).await?;
         self.swap(seen, fresh);
@@ -349,16 +351,17 @@ impl SupervisedKernel {
         call: Call,
         result: &Envelope,
     ) -> Result<(), String> {
+        let mut last = self.last_good.lock().await;
+        if let Some(pending) = last.pending.take() {
+            // A decision nobody made (a caller without the pipeline's check): the scene the
+            // code left is kept.
+            accept(&mut last, pending);
+        }
         let Some(spec) = self.registry.get(&call.tool) else {
             return Ok(());
         };
         if !spec.mutates() {
             return Ok(());
-        }
-        let mut last = self.last_good.lock().await;
-        if let Some(pending) = last.pending.take() {
-            // A decision nobody made: the scene the code left is kept.
-            accept(&mut last, pending);
         }
         let opens = spec.transaction_role() == Some(TransactionRole::Begin);
         let closes = matches!(

@@ -42,13 +42,14 @@ def register():
     token = wire.ensure_token(os.environ.get("VIBE_TOKEN"))
     server = wire.listen("127.0.0.1", port)
 
+    gate = wire.Gatekeeper()
+
     def accept():
         while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
+            conn = wire.accept_one(server, gate)
+            if conn is None:
                 return
-            channel = wire.open_channel(kernel, inbox, conn, token)
+            channel = wire.open_channel(kernel, inbox, conn, token, gate)
             threading.Thread(target=channel.run, name="vibe-tcp", daemon=True).start()
 
     def tick():

@@ -30,6 +30,40 @@ KERNEL_VERSION = "0.1.0"
 DEFAULT_PORT = 9833
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 TICK_BUDGET_S = 0.02
+PRE_AUTH_S = 5.0  # a TCP client has this long after the hello to prove the token
+MAX_CONNECTIONS = 8  # TCP connections at once; more are refused with a clear error
+MAX_BACKOFF_S = 5.0  # the longest wait before a failed login is answered
+
+
+class Gatekeeper:
+    """Admission to a TCP listener: a bounded number of connections, and a growing delay after
+    failed logins (0.05 s doubling to MAX_BACKOFF_S, reset by a success), so guessing the token
+    is slow and a flood of failures cannot starve real calls."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.active = 0
+        self.failures = 0
+
+    def admit(self):
+        with self.lock:
+            if self.active >= MAX_CONNECTIONS:
+                return False
+            self.active += 1
+            return True
+
+    def leave(self):
+        with self.lock:
+            self.active = max(0, self.active - 1)
+
+    def failed(self):
+        with self.lock:
+            self.failures += 1
+            return min(MAX_BACKOFF_S, 0.05 * 2 ** min(self.failures - 1, 16))
+
+    def succeeded(self):
+        with self.lock:
+            self.failures = 0
 
 
 def blender_version():
@@ -166,6 +200,22 @@ class Kernel:
             self.cancelled.add(call_id)
 
 
+def auth_error(message):
+    return {"type": "error", "error": {"code": "contract_violation", "message": message,
+                                       "details": {"reason": "security_block"}}}
+
+
+def close_quietly(conn):
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        conn.close()
+    except OSError:
+        pass
+
+
 def protocol_error(message):
     return {"type": "error", "error": {"code": "contract_violation", "message": message,
                                        "details": {"reason": "contract_violation"}}}
@@ -182,8 +232,10 @@ def encode(frame):
 class Channel:
     """One connection: reads frames on a thread into the kernel's queue, writes answers."""
 
-    def __init__(self, kernel, inbox, reader, write, token=None):
+    def __init__(self, kernel, inbox, reader, write, token=None, conn=None, gate=None):
         self.kernel, self.inbox, self.reader, self.write_bytes, self.token = kernel, inbox, reader, write, token
+        self.conn, self.gate = conn, gate
+        self.auth_ok = token is None
         self.write_lock = threading.Lock()
         self.closed = False
 
@@ -209,13 +261,24 @@ class Channel:
         try:
             self.send(self.kernel.hello(self.token is not None))
             if self.token is not None:
-                frame = self.read_frame()
+                if self.conn is not None:
+                    self.conn.settimeout(PRE_AUTH_S)
+                try:
+                    frame = self.read_frame()
+                except socket.timeout:
+                    self.send(auth_error("no token within %.0f s; the connection is closed" % PRE_AUTH_S))
+                    return
                 given = frame.get("token", "") if frame and frame.get("type") == "auth" else ""
                 if not hmac.compare_digest(str(given).encode(), self.token.encode()):
-                    self.send({"type": "error", "error": {"code": "contract_violation",
-                                                          "message": "authentication failed: a valid token is required",
-                                                          "details": {"reason": "security_block"}}})
+                    if self.gate is not None:
+                        time.sleep(self.gate.failed())
+                    self.send(auth_error("authentication failed: a valid token is required"))
                     return
+                if self.gate is not None:
+                    self.gate.succeeded()
+                if self.conn is not None:
+                    self.conn.settimeout(None)
+                self.auth_ok = True
                 self.send({"type": "auth_ok"})
             while True:
                 frame = self.read_frame()
@@ -234,6 +297,11 @@ class Channel:
             pass
         finally:
             self.inbox.put((self, None))
+            if self.gate is not None:
+                self.gate.leave()
+            if self.conn is not None and not self.auth_ok:
+                # Refused or timed out: close now, not when the main thread gets to it.
+                close_quietly(self.conn)
 
 
 def drain(kernel, inbox, deadline=None):
@@ -247,6 +315,8 @@ def drain(kernel, inbox, deadline=None):
             return True
         if frame is None:
             channel.closed = True
+            if channel.conn is not None:
+                close_quietly(channel.conn)
             return False
         answer = kernel.handle(frame)
         if answer is not None:
@@ -288,19 +358,45 @@ def listen(host, port):
     return server
 
 
-def open_channel(kernel, inbox, conn, token):
+def open_channel(kernel, inbox, conn, token, gate=None):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return Channel(kernel, inbox, conn.makefile("rb"), conn.sendall, token)
+    return Channel(kernel, inbox, conn.makefile("rb"), conn.sendall, token, conn=conn, gate=gate)
+
+
+def accept_one(server, gate):
+    """The next admitted connection, or None when the listener is closed. Descriptor
+    exhaustion is logged and waited out, never the end of the listener; connections past
+    MAX_CONNECTIONS get a clear refusal and are closed."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError as exc:
+            if server.fileno() == -1:
+                return None
+            print("vibe-kernel: accept failed (%s); retrying" % exc, file=sys.stderr, flush=True)
+            time.sleep(0.1)
+            continue
+        if gate.admit():
+            return conn
+        try:
+            conn.settimeout(1.0)
+            conn.sendall(encode(auth_error("too many connections (at most %d); try again later" % MAX_CONNECTIONS)))
+        except OSError:
+            pass
+        close_quietly(conn)
 
 
 def serve_tcp(kernel, host, port, token, once=False):
     """Headless TCP: one session at a time, served on the main thread."""
     server = listen(host, port)
     print("vibe-kernel listening on %s:%d" % server.getsockname()[:2], file=sys.stderr, flush=True)
+    gate = Gatekeeper()
     while True:
-        conn, _ = server.accept()
+        conn = accept_one(server, gate)
+        if conn is None:
+            return
         inbox = queue.Queue()
-        channel = open_channel(kernel, inbox, conn, token)
+        channel = open_channel(kernel, inbox, conn, token, gate)
         threading.Thread(target=channel.run, name="vibe-tcp", daemon=True).start()
         while drain(kernel, inbox):
             pass
