@@ -26,6 +26,15 @@
 //! ([`Confinement`](vibe_contract::Confinement)); negotiation then grants `code_exec` only when
 //! every axis holds, so a weaker jail is never silent.
 //!
+//! ## Cost
+//!
+//! `VIBE_BPY_PYTHON=... cargo bench --bench jail` (bpy 5.0.1, 2-core machine, 2026-11-22;
+//! jailed against unjailed in the same run, interleaved rounds): spawn to a ready hello ~516 ms
+//! against ~488 ms (1.06x); `object.info` on a 1,000-object scene ~101 us against ~98 us
+//! (1.03x); `scene.snapshot` of it ~64 ms either way (0.99x). Kill-and-restore on that scene
+//! answers ~630 ms past the deadline, 1.05x a plain kernel start plus loading the same
+//! `.blend` (~600 ms): the supervisor adds some 30-50 ms to what a restart costs anyway.
+//!
 //! The launcher is the `vibe-jail` binary of this crate (feature `jail`). It is found through
 //! [`Jail::launcher`], the `VIBE_JAIL_LAUNCHER` environment variable, beside the running
 //! executable (or one folder up, for examples and tests), or on `PATH`.
