@@ -98,7 +98,7 @@ pub use frame::{
     Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig, TransactionCarry,
 };
 pub use rng::SplitMix64;
-pub use transport::{Call, Transport};
+pub use transport::{Call, CodeBoundary, Transport};
 
 #[cfg(feature = "stdio")]
 pub use kernel::{KERNEL_FILES, write_kernel};

@@ -4,7 +4,7 @@
 //!
 //! Two ways to hold it, chosen by the transport:
 //!
-//! * **Boundary** (a transport with a [`CodeBoundary`], such as `SupervisedKernel`): before the
+//! * **Boundary** (a transport with a [`CodeBoundary`](vibe_transport::CodeBoundary), such as `SupervisedKernel`): before the
 //!   call, an inventory of every object is read from a kernel that has run no agent code; the
 //!   kernel that runs the code is retired before the call answers and a fresh one loads the
 //!   scene it left with Python auto-execution off; the inventory read there is compared, here in
