@@ -16,14 +16,21 @@ def inventory():
     into, and whether the scene holds it."""
     scene = bpy.context.scene
     in_scene = {o.as_pointer() for o in scene.objects}
-    scene_collections = {scene.collection.as_pointer()} | {c.as_pointer() for c in scene.collection.children_recursive}
+    # One pass over the scene's collections (obj.users_collection searches every collection
+    # for every object: quadratic on large scenes).
+    linked = {}
+    for collection in [scene.collection] + list(scene.collection.children_recursive):
+        for obj in collection.objects:
+            linked.setdefault(obj.as_pointer(), []).append(collection.name)
     records = {}
     for obj in bpy.data.objects:
+        pointer = obj.as_pointer()
+        data = obj.data
         records[obj.name] = {
             "name": obj.name,
-            "data": obj.data.name if obj.data is not None else None,
-            "collections": sorted(c.name for c in obj.users_collection if c.as_pointer() in scene_collections),
-            "in_scene": obj.as_pointer() in in_scene,
+            "data": data.name if data is not None else None,
+            "collections": sorted(linked.get(pointer, ())),
+            "in_scene": pointer in in_scene,
         }
     return records
 

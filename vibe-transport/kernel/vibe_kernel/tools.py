@@ -989,7 +989,7 @@ def python_exec(k, params):
     before_file = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
     snapshot.save(before_file, k.file_op)
     before = lock.inventory()
-    created = {name for name in before if bpy.data.objects[name].get(CREATED_PROP) == k.state.session_id}
+    created = {o.name for o in bpy.data.objects if o.get(CREATED_PROP) == k.state.session_id}
 
     def restore():
         snapshot.load(before_file, k.file_op)
