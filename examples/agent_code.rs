@@ -52,7 +52,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(2);
     };
     let registries = blender_core_v1()?;
-    let kernel = Arc::new(SupervisedKernel::start(factory, Arc::clone(&registries.tools)).await?);
+    let kernel = Arc::new(
+        SupervisedKernel::start(factory, Arc::clone(&registries.tools))
+            .await?
+            .with_warm_spare()
+            .await,
+    );
     let blender = kernel.hello().blender.clone();
     println!(
         "kernel: Blender {}, confinement {} ({})",

@@ -146,7 +146,11 @@ async fn transport(
                 StdioOptions::jailed_bpy_python(&program, &jail)
             }
         });
-        let kernel = SupervisedKernel::start(factory, blender_core_v1()?.tools).await?;
+        let mut kernel = SupervisedKernel::start(factory, blender_core_v1()?.tools).await?;
+        if args.iter().any(|a| a == "--allow-code") {
+            // Every agent code call retires its kernel: a warm spare spares the wait.
+            kernel = kernel.with_warm_spare().await;
+        }
         return Ok(Arc::new(kernel));
     }
     if let Some(addr) = arg_value(args, "--tcp") {

@@ -90,11 +90,14 @@ async fn live(target: &str, disarmed: bool) -> Live {
         let blender = required("VIBE_BLENDER");
         kernel_factory(move || StdioOptions::jailed_blender(&blender, &jail))
     };
-    let kernel = Arc::new(
-        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
-            .await
-            .unwrap(),
-    );
+    let mut kernel = SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
+        .await
+        .unwrap();
+    if disarmed {
+        // The disarmed runs go through the warm spare; the armed ones start each kernel.
+        kernel = kernel.with_warm_spare().await;
+    }
+    let kernel = Arc::new(kernel);
     let host = HostProfile {
         name: "live-lock".into(),
         version: "1".into(),

@@ -111,6 +111,9 @@ pub struct SupervisedKernel {
     next_id: AtomicU64,
     replacements: AtomicU64,
     boundary: bool,
+    /// A kernel started ahead of need, so a replacement does not wait for Blender to start.
+    spare:
+        tokio::sync::Mutex<Option<tokio::task::JoinHandle<Result<StdioTransport, TransportError>>>>,
 }
 
 impl std::fmt::Debug for SupervisedKernel {
@@ -154,13 +157,30 @@ impl SupervisedKernel {
             next_id: AtomicU64::new(FIRST_CALL_ID),
             replacements: AtomicU64::new(0),
             boundary: true,
+            spare: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// Starts a spare kernel in the background (boundary mode replaces a kernel after every
+    /// agent code call; the spare spares the caller Blender's start, ~0.5-1 s).
+    async fn prepare_spare(&self) {
+        let mut spare = self.spare.lock().await;
+        if spare.is_none() {
+            *spare = Some(tokio::spawn((self.factory)()));
+        }
     }
 
     /// Trust the kernel's own in-kernel check for agent code (a filter: code can disarm it)
     /// instead of retiring every kernel that ran agent code. Cheaper; for agents you trust.
     pub fn in_kernel_check_only(mut self) -> SupervisedKernel {
         self.boundary = false;
+        self
+    }
+
+    /// Keep a warm spare kernel (another Blender process) so that retiring a kernel after agent
+    /// code, or replacing one after a deadline, does not wait for Blender to start.
+    pub async fn with_warm_spare(self) -> SupervisedKernel {
+        self.prepare_spare().await;
         self
     }
 
@@ -289,12 +309,27 @@ impl SupervisedKernel {
         Ok(restored)
     }
 
-    /// A fresh, configured kernel.
+    /// A fresh, configured kernel: the warm spare when there is one (and a new spare is started
+    /// in its place), else a new start.
     async fn fresh(&self, last: &LastGood) -> Result<StdioTransport, String> {
-        let fresh = tokio::time::timeout(RESTORE_DEADLINE, (self.factory)())
-            .await
-            .map_err(|_| "the replacement kernel did not start in time".to_owned())?
-            .map_err(|e| format!("the replacement kernel did not start: {e}"))?;
+        let spare = self.spare.lock().await.take();
+        let warm = match spare {
+            Some(handle) => {
+                self.prepare_spare().await;
+                match tokio::time::timeout(RESTORE_DEADLINE, handle).await {
+                    Ok(Ok(Ok(kernel))) => Some(kernel),
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        let fresh = match warm {
+            Some(kernel) => kernel,
+            None => tokio::time::timeout(RESTORE_DEADLINE, (self.factory)())
+                .await
+                .map_err(|_| "the replacement kernel did not start in time".to_owned())?
+                .map_err(|e| format!("the replacement kernel did not start: {e}"))?,
+        };
         if let Some(session) = &last.session {
             fresh
                 .configure(session)
@@ -505,6 +540,12 @@ impl Transport for SupervisedKernel {
     }
 
     async fn close(&self) -> Result<(), TransportError> {
+        if let Some(spare) = self.spare.lock().await.take() {
+            spare.abort();
+            if let Ok(Ok(kernel)) = spare.await {
+                let _ = kernel.close().await;
+            }
+        }
         let result = self.current().close().await;
         let _ = std::fs::remove_dir_all(&self.store);
         result
