@@ -220,7 +220,7 @@ fn agent_code_runs_jailed_and_runaway_code_is_restored() {
         "the gate explains a refusal: REFUSED contract_violation",
         "C-level work the tracer cannot stop: REFUSED timeout",
         "\"kernel\":\"replaced\"",
-        "scene restored: true (kernels replaced: 1)",
+        "scene restored: true (kernels replaced: 2)",
     ] {
         assert!(
             stdout.contains(expected),
