@@ -302,6 +302,85 @@ mod restore {
         })
     }
 
+    /// A kill inside a transaction: the fresh kernel takes the transaction over (its `begin`
+    /// state kept by the bridge), so a rollback afterwards still returns to before `begin`.
+    async fn kill_inside_a_transaction(which: &str) {
+        let sandbox = temp(&format!("restore-tx-{which}"));
+        let kernel = supervised(which, &sandbox).await;
+        let unused = call(
+            &kernel,
+            "material.ensure_principled",
+            json!({"name": "Spare"}),
+            DEADLINE,
+        )
+        .await;
+        assert!(unused.is_ok(), "{unused:?}");
+        let before_begin = fingerprint(&kernel).await;
+        assert!(
+            call(&kernel, "transaction.begin", json!({}), DEADLINE)
+                .await
+                .is_ok()
+        );
+        let made = call(
+            &kernel,
+            "object.create",
+            json!({"name": "Crate", "type": "EMPTY"}),
+            DEADLINE,
+        )
+        .await;
+        assert!(made.is_ok(), "{made:?}");
+        let code = call(
+            &kernel,
+            "python.exec",
+            json!({"code": "import bpy\nbpy.data.objects['Cube'].location.z = 3"}),
+            DEADLINE,
+        )
+        .await;
+        assert!(code.is_ok(), "{code:?}");
+        let inside = fingerprint(&kernel).await;
+        let killed = call(
+            &kernel,
+            "python.exec",
+            json!({"code": "import time\ntime.sleep(1e6)"}),
+            DEADLINE,
+        )
+        .await;
+        assert_eq!(
+            killed.error().unwrap().details["kernel"],
+            "replaced",
+            "{killed:?}"
+        );
+        assert_eq!(
+            fingerprint(&kernel).await,
+            inside,
+            "restored to the state before the killed call"
+        );
+        let rolled = call(&kernel, "transaction.rollback", json!({}), DEADLINE).await;
+        assert!(
+            rolled.is_ok(),
+            "the transaction survived the kill: {rolled:?}"
+        );
+        assert_eq!(
+            fingerprint(&kernel).await,
+            before_begin,
+            "and rolls back to before begin, unused material included"
+        );
+        kernel.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(&sandbox);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs VIBE_LIVE"]
+    async fn live_bpy_a_kill_inside_a_transaction_keeps_the_transaction() {
+        kill_inside_a_transaction("bpy").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs VIBE_LIVE"]
+    async fn live_blender_a_kill_inside_a_transaction_keeps_the_transaction() {
+        kill_inside_a_transaction("blender").await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs VIBE_LIVE"]
     async fn live_bpy_runaway_code_is_killed_and_the_scene_restored() {
