@@ -108,11 +108,9 @@ async fn call(t: &impl Transport, tool: &str, params: Value, deadline: Duration)
         .unwrap()
 }
 
-/// [`OBJECTS`] empties: all but the last through one `python.exec`, the last through a typed
-/// `object.create`. Under a [`SupervisedKernel`] the last good state is then the scene the code
-/// left (a checkpoint) plus one journaled call, whether or not the supervisor's code boundary
-/// waits for the bridge to settle the code's scene (a typed call that changes the scene accepts
-/// it).
+/// [`OBJECTS`] empties: all but the last through one `python.exec` (kept through the code
+/// boundary's `settle` where there is one), the last through a typed `object.create`: under a
+/// [`SupervisedKernel`] the last good state is then a checkpoint plus one journaled call.
 async fn populate(t: &impl Transport) {
     let code = format!(
         "import bpy\ncoll = bpy.data.collections['Collection']\nfor i in range({}):\n    \
@@ -121,6 +119,10 @@ async fn populate(t: &impl Transport) {
     );
     let answer = call(t, "python.exec", json!({ "code": code }), DEADLINE).await;
     assert!(answer.is_ok(), "{answer:?}");
+    // Under a code boundary the session waits for the bridge's decision on the code's scene.
+    if let Some(boundary) = t.code_boundary() {
+        boundary.settle(true).await.unwrap();
+    }
     let last = json!({"name": format!("E{:04}", OBJECTS - 1), "type": "EMPTY"});
     let answer = call(t, "object.create", last, DEADLINE).await;
     assert!(answer.is_ok(), "{answer:?}");

@@ -5,7 +5,6 @@
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::json;
@@ -76,15 +75,15 @@ async fn runaway_code_times_out_and_the_next_call_succeeds() {
     };
     let before =
         p.call("scene.snapshot", json!({})).await.result().unwrap()["content_fingerprint"].clone();
-    let started = Instant::now();
     let runaway = p.call("python.exec", json!({"code": "import bpy\nbpy.data.objects['Cube'].location.x = 9\nwhile True: pass"})).await;
-    let elapsed = started.elapsed();
     let error = runaway.error().expect("runaway code must not succeed");
     assert_eq!(error.code.as_str(), "timeout", "{error:?}");
     assert_eq!(error.details["cancelled"], true);
+    // The kernel's tracer (the fast path, at 80% of the deadline) interrupted it, not the
+    // bridge's kill: the answer is the kernel's own.
     assert!(
-        elapsed < Duration::from_millis(2_000),
-        "the kernel interrupted it before the bridge's deadline: {elapsed:?}"
+        error.message.contains("interrupted") && error.details.get("kernel").is_none(),
+        "{error:?}"
     );
     assert!(
         p.session().breaker().is_none(),

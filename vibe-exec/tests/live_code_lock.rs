@@ -299,3 +299,104 @@ async fn live_bpy_nothing_agent_code_installs_outlives_its_call() {
 async fn live_blender_nothing_agent_code_installs_outlives_its_call() {
     nothing_outlives_the_call("blender").await;
 }
+
+/// Code that makes the retired kernel's checkpoint a link to a file it cannot read (the bridge
+/// must not follow it), and a typed call raced against code (it must wait for the decision).
+async fn the_boundary_holds_against_its_own_plumbing(target: &str) {
+    let live = live(target, true).await;
+    let p = &live.pipeline;
+    let sandbox = live.sandbox.canonicalize().unwrap();
+    let secret = sandbox.join("HUMAN_ONLY").join("plans.blend");
+    // A real .blend of the human's, holding a private text, made by this target's Blender.
+    let make = format!(
+        "import bpy\nbpy.data.texts.new('PLANS').write('launch code 4242')\nbpy.data.texts['PLANS'].use_fake_user = True\nbpy.ops.wm.save_as_mainfile(filepath={:?})",
+        secret.display().to_string()
+    );
+    let status = if target == "bpy" {
+        std::process::Command::new(required("VIBE_BPY_PYTHON"))
+            .arg("-c")
+            .arg(&make)
+            .output()
+    } else {
+        std::process::Command::new(required("VIBE_BLENDER"))
+            .args(["-b", "--factory-startup", "--python-expr"])
+            .arg(&make)
+            .output()
+    }
+    .unwrap();
+    assert!(secret.is_file(), "{status:?}");
+    let before = fingerprint(p).await;
+    let link = format!(
+        "{DISARM}import sys, os\nw = sys.modules['vibe_kernel.wire']\norig = w.Kernel.state_file\n\
+         def state_file(self, kind, path, transaction=None, _orig=orig, _os=os, _w=w):\n\
+         \x20   if kind == 'checkpoint':\n\
+         \x20       _os.symlink({secret:?}, path)\n\
+         \x20       return _w.ok({{'path': path}})\n\
+         \x20   return _orig(self, kind, path, transaction)\n\
+         w.Kernel.state_file = state_file\n\
+         import bpy\nbpy.data.objects['Cube'].location.x = 7\n",
+        secret = secret.display().to_string()
+    );
+    let answer = p.call("python.exec", json!({ "code": link })).await;
+    let error = answer.error().expect("a linked checkpoint is refused");
+    assert!(!error.message.contains("4242"), "{error:?}");
+    assert_eq!(
+        fingerprint(p).await,
+        before,
+        "{target}: the state before the call"
+    );
+    let texts = p
+        .call(
+            "python.exec",
+            json!({"code": "import bpy\nprint([t.as_string() for t in bpy.data.texts])"}),
+        )
+        .await;
+    let printed = texts.result().unwrap()["stdout"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        !printed.contains("4242"),
+        "{target}: the human's file reached the agent: {printed}"
+    );
+
+    // The racer: a typed call sent while disarmed code deletes the Cube waits for the
+    // bridge's decision, so it cannot make the code's scene the last good state.
+    let slow = format!(
+        "{DISARM}import bpy, time\ntime.sleep(1.5)\nbpy.data.objects.remove(bpy.data.objects['Cube'])\n"
+    );
+    let code = p.call("python.exec", json!({ "code": slow }));
+    let racer = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        p.call(
+            "object.move",
+            json!({"name": "Camera", "delta": [0.0, 0.0, 1.0]}),
+        )
+        .await
+    };
+    let (code, racer) = tokio::join!(code, racer);
+    assert_eq!(
+        code.error().unwrap().details["reason"],
+        "actuator_lock",
+        "{code:?}"
+    );
+    assert!(racer.is_ok(), "{racer:?}");
+    assert!(
+        p.call("object.info", json!({"name": "Cube"})).await.is_ok(),
+        "{target}: the Cube survived the race"
+    );
+    live.kernel.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&live.sandbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_bpy_the_boundary_holds_against_its_own_plumbing() {
+    the_boundary_holds_against_its_own_plumbing("bpy").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_blender_the_boundary_holds_against_its_own_plumbing() {
+    the_boundary_holds_against_its_own_plumbing("blender").await;
+}

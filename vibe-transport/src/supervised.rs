@@ -42,6 +42,8 @@ use crate::transport::{Call, CodeBoundary, Transport};
 pub const JOURNAL_LIMIT: usize = 64;
 /// How long a checkpoint, a restore or the start of a replacement kernel may take.
 pub const RESTORE_DEADLINE: Duration = Duration::from_secs(120);
+/// The largest scene file the bridge takes in from a kernel (8 GiB).
+pub const MAX_SCENE_BYTES: u64 = 8 << 30;
 
 /// The first id of calls through the supervisor; each kernel numbers its own control frames and
 /// replayed calls from 1, so the two ranges never meet.
@@ -66,10 +68,12 @@ pub fn factory(
     })
 }
 
-/// The scene agent code left, with the transaction open when it ran.
+/// The scene agent code left, with the transaction open when it ran, and the session held
+/// exclusive until the bridge decides: no other call runs between the code and the decision.
 struct Checkpoint {
     stored: Arc<Stored>,
     transaction: Option<(String, Arc<Stored>)>,
+    _exclusive: tokio::sync::OwnedRwLockWriteGuard<()>,
 }
 
 /// A scene file a kernel saved, moved into the bridge's store where no kernel can write, and
@@ -114,6 +118,8 @@ pub struct SupervisedKernel {
     /// A kernel started ahead of need, so a replacement does not wait for Blender to start.
     spare:
         tokio::sync::Mutex<Option<tokio::task::JoinHandle<Result<StdioTransport, TransportError>>>>,
+    /// Typed calls share it; agent code holds it alone from its call to the bridge's decision.
+    exclusive: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl std::fmt::Debug for SupervisedKernel {
@@ -158,6 +164,7 @@ impl SupervisedKernel {
             replacements: AtomicU64::new(0),
             boundary: true,
             spare: tokio::sync::Mutex::new(None),
+            exclusive: Arc::new(tokio::sync::RwLock::new(())),
         })
     }
 
@@ -228,8 +235,7 @@ impl SupervisedKernel {
             ));
         }
         let kept = self.store.join(format!("kept-{}.blend", last.taken));
-        move_file(&written, &kept)?;
-        let hash = hash_file(&kept)?;
+        let hash = take_in(written, kept.clone()).await?;
         Ok(Arc::new(Stored { path: kept, hash }))
     }
 
@@ -254,7 +260,15 @@ impl SupervisedKernel {
                 return Err("a checkpoint changed on disk; it is not used".into());
             }
             let target = self.exchange_path(kernel, name);
-            std::fs::copy(&from.path, &target).map_err(|e| format!("checkpoint copy: {e}"))?;
+            // A new file (O_EXCL: a link planted at that path is not followed).
+            let mut source =
+                std::fs::File::open(&from.path).map_err(|e| format!("checkpoint copy: {e}"))?;
+            let mut copy = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&target)
+                .map_err(|e| format!("checkpoint copy: {e}"))?;
+            std::io::copy(&mut source, &mut copy).map_err(|e| format!("checkpoint copy: {e}"))?;
             Ok(target)
         };
         let scene = copy_in(stored, "restore.blend")?;
@@ -352,10 +366,9 @@ impl SupervisedKernel {
         if self.generation().0 != seen {
             return Ok("replaced by a concurrent restore".into());
         }
-        if let Some(pending) = last.pending.take() {
-            // A decision nobody made: the scene the code left is kept, as on the next call.
-            accept(&mut last, pending);
-        }
+        // (A pending decision holds the session exclusive, so no call that can pass its
+        // deadline runs meanwhile; were there one, the last good state is the state before it.)
+        last.pending = None;
         let fresh = self.fresh(&last).await?;
         let restored = self.restore_last_good(&fresh, &last).await?;
         self.swap(seen, fresh);
@@ -364,7 +377,12 @@ impl SupervisedKernel {
 
     /// Retires `old`, which ran agent code: the scene it left goes to a fresh kernel (loaded
     /// with Python auto-execution off) and awaits [`CodeBoundary::settle`].
-    async fn retire(&self, seen: u64, old: &StdioTransport) -> Result<(), String> {
+    async fn retire(
+        &self,
+        seen: u64,
+        old: &StdioTransport,
+        exclusive: tokio::sync::OwnedRwLockWriteGuard<()>,
+    ) -> Result<(), String> {
         let mut last = self.last_good.lock().await;
         let left = self.save(old, &mut last).await;
         old.kill();
@@ -374,6 +392,7 @@ impl SupervisedKernel {
         last.pending = Some(Checkpoint {
             stored: left,
             transaction: last.transaction.clone(),
+            _exclusive: exclusive,
         });
         self.swap(seen, fresh);
         Ok(())
@@ -387,11 +406,6 @@ impl SupervisedKernel {
         result: &Envelope,
     ) -> Result<(), String> {
         let mut last = self.last_good.lock().await;
-        if let Some(pending) = last.pending.take() {
-            // A decision nobody made (a caller without the pipeline's check): the scene the
-            // code left is kept.
-            accept(&mut last, pending);
-        }
         let Some(spec) = self.registry.get(&call.tool) else {
             return Ok(());
         };
@@ -455,22 +469,38 @@ impl Transport for SupervisedKernel {
     }
 
     async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
-        let (seen, kernel) = self.generation();
         let kept = call.clone();
         let runs_code = self.boundary
             && self.registry.get(&call.tool).is_some_and(|spec| {
                 spec.mutates() && spec.determinism == Determinism::Nondeterministic
             });
+        // Agent code runs alone and keeps the session until the bridge's decision (settle);
+        // typed calls share it. Waiting counts against the call's deadline.
+        let exclusive = Arc::clone(&self.exclusive);
+        let (shared, alone) = if runs_code {
+            match tokio::time::timeout(call.deadline, exclusive.write_owned()).await {
+                Ok(guard) => (None, Some(guard)),
+                Err(_) => return Err(TransportError::QueueTimeout(call.deadline)),
+            }
+        } else {
+            match tokio::time::timeout(call.deadline, exclusive.read_owned()).await {
+                Ok(guard) => (Some(guard), None),
+                Err(_) => return Err(TransportError::QueueTimeout(call.deadline)),
+            }
+        };
+        let _shared = shared;
+        let (seen, kernel) = self.generation();
         match kernel.call(call).await {
-            Ok(envelope) if runs_code => match self.retire(seen, &kernel).await {
-                Ok(()) => Ok(envelope),
-                Err(why) => {
-                    tracing::error!("retiring the kernel after {} failed: {why}", kept.tool);
-                    let restored = self
-                        .replace(self.generation().0, &self.current())
-                        .await
-                        .map_err(|_| TransportError::ConnectionLost(why.clone()))?;
-                    Ok(Envelope::Err(
+            Ok(envelope) if let Some(alone) = alone => {
+                match self.retire(seen, &kernel, alone).await {
+                    Ok(()) => Ok(envelope),
+                    Err(why) => {
+                        tracing::error!("retiring the kernel after {} failed: {why}", kept.tool);
+                        let restored = self
+                            .replace(self.generation().0, &self.current())
+                            .await
+                            .map_err(|_| TransportError::ConnectionLost(why.clone()))?;
+                        Ok(Envelope::Err(
                         ErrorBody::new(
                             ErrorCode::ExecutionFailed,
                             format!(
@@ -483,8 +513,9 @@ impl Transport for SupervisedKernel {
                         .with_detail("restored", restored)
                         .with_detail("may_have_run", false),
                     ))
+                    }
                 }
-            },
+            }
             Ok(envelope) => {
                 if envelope.is_ok()
                     && let Err(e) = self.remember(&kernel, kept.clone(), &envelope).await
@@ -582,13 +613,21 @@ impl CodeBoundary for SupervisedKernel {
             accept(&mut last, pending);
             return Ok(());
         }
-        drop(pending);
-        // The current kernel only loaded the code's scene with scripts off: it is trusted.
-        let kernel = self.current();
-        self.restore_last_good(&kernel, &last)
+        // A brand-new kernel, not the one that loaded what the code left: nothing of that file
+        // (however it was crafted) takes part in restoring the state before the code.
+        let old = self.current();
+        let seen = self.generation().0;
+        let fresh = self
+            .fresh(&last)
             .await
-            .map(|_| ())
-            .map_err(TransportError::ConnectionLost)
+            .map_err(TransportError::ConnectionLost)?;
+        old.kill();
+        self.restore_last_good(&fresh, &last)
+            .await
+            .map_err(TransportError::ConnectionLost)?;
+        self.swap(seen, fresh);
+        drop(pending);
+        Ok(())
     }
 }
 
@@ -598,15 +637,68 @@ impl Drop for SupervisedKernel {
     }
 }
 
-fn move_file(from: &Path, to: &Path) -> Result<(), String> {
-    if std::fs::rename(from, to).is_ok() {
-        return Ok(());
+/// Takes a scene file a kernel wrote (in a folder the kernel, and so agent code, can write)
+/// into the bridge's store: no link is followed (`O_NOFOLLOW`), nothing but a regular file with
+/// one link is read (a FIFO or device is refused without blocking, `O_NONBLOCK`), at most
+/// [`MAX_SCENE_BYTES`], hashed while copied, on a blocking thread within [`RESTORE_DEADLINE`].
+async fn take_in(from: PathBuf, to: PathBuf) -> Result<blake3::Hash, String> {
+    let work = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        let source = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags.bits() as i32)
+            .open(&from)
+            .map_err(|e| format!("the scene file is not a plain file the kernel wrote: {e}"))?;
+        let meta = source.metadata().map_err(|e| e.to_string())?;
+        if !meta.is_file() || meta.nlink() != 1 {
+            return Err("the scene file is not a plain file the kernel wrote".to_owned());
+        }
+        if meta.len() > MAX_SCENE_BYTES {
+            return Err(format!(
+                "the scene file has {} bytes, past the limit of {MAX_SCENE_BYTES}",
+                meta.len()
+            ));
+        }
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&to)
+            .map_err(|e| format!("checkpoint store: {e}"))?;
+        let mut hasher = blake3::Hasher::new();
+        let mut limited = source.take(MAX_SCENE_BYTES + 1);
+        let mut buffer = vec![0u8; 1 << 16];
+        let mut total = 0u64;
+        loop {
+            let n = limited.read(&mut buffer).map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            hasher.update(&buffer[..n]);
+            out.write_all(&buffer[..n]).map_err(|e| e.to_string())?;
+        }
+        if total > MAX_SCENE_BYTES {
+            let _ = std::fs::remove_file(&to);
+            return Err(format!("the scene file grew past {MAX_SCENE_BYTES} bytes"));
+        }
+        let _ = std::fs::remove_file(&from);
+        Ok(hasher.finalize())
+    });
+    match tokio::time::timeout(RESTORE_DEADLINE, work).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(format!("the scene file could not be taken in: {e}")),
+        Err(_) => Err("taking the scene file in did not finish in time".to_owned()),
     }
-    std::fs::copy(from, to).map_err(|e| format!("checkpoint move: {e}"))?;
-    std::fs::remove_file(from).map_err(|e| format!("checkpoint move: {e}"))
 }
 
 fn hash_file(path: &Path) -> Result<blake3::Hash, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("checkpoint read: {e}"))?;
-    Ok(blake3::hash(&bytes))
+    let file = std::fs::File::open(path).map_err(|e| format!("checkpoint read: {e}"))?;
+    let mut hasher = blake3::Hasher::new();
+    hasher
+        .update_reader(file)
+        .map_err(|e| format!("checkpoint read: {e}"))?;
+    Ok(hasher.finalize())
 }

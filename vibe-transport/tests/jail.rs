@@ -200,6 +200,15 @@ mod restore {
         kernel
     }
 
+    /// Agent code on the supervisor directly: the session waits for a decision on the scene it
+    /// left, which the pipeline makes from inventories; here the test keeps it.
+    async fn code(kernel: &SupervisedKernel, code: &str) -> vibe_errors::Envelope {
+        let answer = call(kernel, "python.exec", json!({ "code": code }), DEADLINE).await;
+        let boundary = vibe_transport::Transport::code_boundary(kernel).unwrap();
+        boundary.settle(answer.is_ok()).await.unwrap();
+        answer
+    }
+
     async fn call(
         kernel: &SupervisedKernel,
         tool: &str,
@@ -239,11 +248,9 @@ mod restore {
         )
         .await;
         assert!(moved.is_ok(), "{moved:?}");
-        let code = call(
+        let code = code(
             &kernel,
-            "python.exec",
-            json!({"code": "import bpy\nbpy.data.objects['Cube'].location.z = 4.5"}),
-            DEADLINE,
+            "import bpy\nbpy.data.objects['Cube'].location.z = 4.5",
         )
         .await;
         assert!(code.is_ok(), "{code:?}");
@@ -288,7 +295,11 @@ mod restore {
                 "{runaway}: the scene came back"
             );
         }
-        assert_eq!(kernel.replacements(), 3);
+        assert_eq!(
+            kernel.replacements(),
+            4,
+            "one retirement after the agent code, three kills"
+        );
         kernel.close().await.unwrap();
         let _ = std::fs::remove_dir_all(&sandbox);
     }
@@ -329,11 +340,9 @@ mod restore {
         )
         .await;
         assert!(made.is_ok(), "{made:?}");
-        let code = call(
+        let code = code(
             &kernel,
-            "python.exec",
-            json!({"code": "import bpy\nbpy.data.objects['Cube'].location.z = 3"}),
-            DEADLINE,
+            "import bpy\nbpy.data.objects['Cube'].location.z = 3",
         )
         .await;
         assert!(code.is_ok(), "{code:?}");

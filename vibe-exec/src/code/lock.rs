@@ -249,12 +249,20 @@ impl Stage for CodeLockAfter {
             return boundary.settle(false).await.map_err(settle_failed);
         };
         call.transport_calls += 1;
-        let after = boundary.inventory().await.map_err(|e| {
-            ErrorBody::new(
-                ErrorCode::InternalError,
-                format!("the scene could not be read after agent code ran: {e}"),
-            )
-        })?;
+        let after = match boundary.inventory().await {
+            Ok(after) => after,
+            Err(e) => {
+                // No verdict without facts: the state before the call, exactly.
+                boundary.settle(false).await.map_err(settle_failed)?;
+                return Err(ErrorBody::new(
+                    ErrorCode::ExecutionFailed,
+                    format!(
+                        "the scene agent code left could not be checked ({e}); the call was rolled back"
+                    ),
+                )
+                .with_detail("rolled_back", true));
+            }
+        };
         let found = violations(&before, &after, &lock(&session.created));
         if !found.is_empty() {
             boundary.settle(false).await.map_err(settle_failed)?;

@@ -156,7 +156,11 @@ class Kernel:
         if kind == "configure":
             return {"type": "result", "id": frame.get("id"), "envelope": ok(self.state.configure(frame.get("session", {})))}
         if kind == "inventory":
-            return {"type": "result", "id": frame.get("id"), "envelope": ok({"objects": list(lock.inventory().values())})}
+            try:
+                envelope = ok({"objects": list(lock.inventory().values())})
+            except Exception as exc:  # noqa: BLE001 - a scene that cannot be listed is an answer
+                envelope = from_exception(exc)
+            return {"type": "result", "id": frame.get("id"), "envelope": envelope}
         if kind in ("checkpoint", "restore"):
             return {"type": "result", "id": frame.get("id"),
                     "envelope": self.state_file(kind, frame.get("path"), frame.get("transaction"))}
