@@ -402,3 +402,82 @@ mod restore {
         kill_and_restore("blender").await;
     }
 }
+
+#[test]
+fn runtime_roots_never_include_the_home_folder() {
+    use vibe_transport::jail::runtime_roots;
+    let home = std::env::temp_dir().join(format!("vibe-jail-home-{}", std::process::id()));
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let install = home.join("blender-4.5");
+    std::fs::create_dir_all(&install).unwrap();
+    std::fs::write(install.join("blender"), b"").unwrap();
+    let link = bin.join("blender");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(install.join("blender"), &link).unwrap();
+    let roots = runtime_roots(&link, Some(&home));
+    assert_eq!(
+        roots,
+        [install.canonicalize().unwrap()],
+        "the installation, not ~ nor ~/bin"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Runs `program` under the launcher alone (no namespaces needed; the confinement does not
+/// let it fork, so one program, no shell).
+fn under_launcher(dir: &Path, program: &str) -> std::process::Output {
+    let launcher = env!("CARGO_BIN_EXE_vibe-jail");
+    // fd 9 is open without close-on-exec in the launcher's parent, as a shell would leave it.
+    let wrapper = format!(
+        "exec 9</etc/hostname; exec {launcher} --best-effort --memory-mib 4096 --read /usr --read /etc --read /proc --read /dev --write {dir} -- {program}",
+        dir = dir.display()
+    );
+    std::process::Command::new("/bin/bash")
+        .arg("-c")
+        .arg(wrapper)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn no_descriptor_of_the_parent_reaches_the_kernel() {
+    let dir = temp("fds");
+    let output = under_launcher(&dir, "/usr/bin/ls /proc/self/fd");
+    let listed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(listed.split_whitespace().any(|fd| fd == "2"), "{listed}");
+    assert!(
+        !listed.split_whitespace().any(|fd| fd == "9"),
+        "fd 9 leaked: {listed}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn no_setuid_or_setgid_file_can_be_made() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp("suid");
+    let file = dir.join("f");
+    std::fs::write(&file, b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for mode in ["4755", "2755", "6777"] {
+        let output = under_launcher(&dir, &format!("/usr/bin/chmod {mode} {}", file.display()));
+        assert!(!output.status.success(), "chmod {mode} passed: {output:?}");
+        let now = std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(now, 0o755, "chmod {mode} changed the mode to {now:o}");
+    }
+    let output = under_launcher(
+        &dir,
+        &format!("/usr/bin/mkdir -m 2777 {}", dir.join("d").display()),
+    );
+    assert!(
+        !dir.join("d").exists(),
+        "a setgid folder was made: {output:?}"
+    );
+    // Ordinary modes still work.
+    let output = under_launcher(&dir, &format!("/usr/bin/chmod 700 {}", file.display()));
+    assert!(output.status.success(), "{output:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -125,6 +125,9 @@ impl LaunchPlan {
             Err(e) => return format!("the seccomp filter could not be applied: {e}"),
         }
         confinement["layers"] = layers.into();
+        if let Err(e) = close_inherited_descriptors() {
+            return format!("inherited descriptors could not be closed: {e}");
+        }
         let mut command = std::process::Command::new(&self.command[0]);
         command
             .args(&self.command[1..])
@@ -188,5 +191,26 @@ impl LaunchPlan {
             seccompiler::apply_filter(&program).map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec, so that nothing the bridge (or whatever
+/// started the bridge) had open reaches the kernel: neither bubblewrap nor `execve` closes them.
+#[allow(unsafe_code)]
+fn close_inherited_descriptors() -> std::io::Result<()> {
+    // SAFETY: close_range(2) with CLOSE_RANGE_CLOEXEC takes plain integers, touches no memory of
+    // this process, and only sets a flag on descriptors; std has no safe form of it.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

@@ -94,40 +94,51 @@ fn human_only_folders(sandbox: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The folders a program needs to read: its installation prefix, and for a Python virtual
-/// environment the base interpreter's prefix too (from `pyvenv.cfg`).
-pub fn runtime_roots(program: &Path) -> Vec<PathBuf> {
+/// The folders a program needs to read: the installation it really is in (links resolved),
+/// and for a Python virtual environment the environment and the base interpreter's prefix
+/// (from `pyvenv.cfg`). Never `/`, nor `home` or a folder above it: those hold the user's own
+/// files (keys, configuration); name a narrower folder with [`Jail::read_root`](super::Jail::read_root).
+pub fn runtime_roots(program: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    // `<prefix>/bin/<program>` -> `<prefix>`; a binary not in a `bin` folder -> its folder.
+    fn prefix_of(binary: &Path) -> Option<PathBuf> {
+        let dir = binary.parent()?;
+        let prefix = if dir.file_name().is_some_and(|n| n == "bin") {
+            dir.parent().unwrap_or(dir)
+        } else {
+            dir
+        };
+        Some(prefix.to_path_buf())
+    }
     let mut roots = Vec::new();
-    let mut add_prefix = |binary: &Path| {
-        // `<prefix>/bin/<program>` -> `<prefix>`; a binary not in a `bin` folder -> its folder.
-        if let Some(dir) = binary.parent() {
-            let prefix = if dir.file_name().is_some_and(|n| n == "bin") {
-                dir.parent().unwrap_or(dir)
-            } else {
-                dir
-            };
-            roots.push(prefix.to_path_buf());
-        }
-    };
-    add_prefix(program);
     if let Ok(real) = program.canonicalize() {
-        add_prefix(&real);
+        roots.extend(prefix_of(&real));
     }
     if let Some(venv) = program.parent().and_then(Path::parent)
         && let Ok(config) = std::fs::read_to_string(venv.join("pyvenv.cfg"))
     {
+        // The virtual environment itself (its site-packages hold bpy).
+        roots.push(venv.to_path_buf());
         for line in config.lines() {
             if let Some((key, value)) = line.split_once('=')
                 && key.trim() == "home"
             {
-                add_prefix(&Path::new(value.trim()).join("python"));
+                roots.extend(prefix_of(&Path::new(value.trim()).join("python")));
             }
         }
     }
-    roots.retain(|root| root != Path::new("/") && root.is_dir());
-    roots.sort();
-    roots.dedup();
-    roots
+    let home = home.map(|h| h.canonicalize().unwrap_or_else(|_| h.to_path_buf()));
+    let mut kept: Vec<PathBuf> = roots
+        .into_iter()
+        .map(|root| root.canonicalize().unwrap_or(root))
+        .filter(|root| {
+            root != Path::new("/")
+                && root.is_dir()
+                && home.as_ref().is_none_or(|home| !home.starts_with(root))
+        })
+        .collect();
+    kept.sort();
+    kept.dedup();
+    kept
 }
 
 /// Everything the bubblewrap command line needs.

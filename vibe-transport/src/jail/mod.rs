@@ -47,7 +47,7 @@ pub mod seccomp;
 
 use std::path::{Path, PathBuf};
 
-pub use layout::JailDirs;
+pub use layout::{JailDirs, runtime_roots};
 
 use crate::stdio::StdioOptions;
 
@@ -202,7 +202,8 @@ impl Jail {
         crate::kernel::write_kernel(&dirs.kernel)?;
         let sandbox = layout::prepare_sandbox(&self.sandbox)?;
         let program = which(program)?;
-        let mut read_roots = layout::runtime_roots(&program);
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut read_roots = layout::runtime_roots(&program, home.as_deref());
         read_roots.extend(self.read_roots.iter().cloned());
         let plan = layout::Plan {
             dirs: &dirs,

@@ -3,7 +3,9 @@
 //! Three programs, stacked (the kernel evaluates every filter; the strictest answer wins):
 //!
 //! * [`confinement_filter`], applied by the launcher: no new processes (`fork`, `vfork`, and
-//!   `clone` without `CLONE_THREAD`, so threads still start), no sockets but `AF_UNIX`, and none
+//!   `clone` without `CLONE_THREAD`, so threads still start), no sockets but `AF_UNIX`, no
+//!   `memfd_create` (memory the address-space ceiling would not count), no setuid or setgid
+//!   modes on any file (a host user could run such a file from the sandbox), and none
 //!   of the calls that reach beyond the process (ptrace, mounts, namespaces, kernel modules,
 //!   BPF, perf events, io_uring, userfaultfd, keyrings, handles to files by inode).
 //! * [`clone3_filter`], applied by the launcher: `clone3` answers `ENOSYS`, so the C library
@@ -108,13 +110,64 @@ pub fn confinement_filter() -> Result<BpfProgram, FilterError> {
         libc::AF_UNIX as u64,
     )?;
     rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix])?]);
+    // Memory held in a memfd is not counted against the address-space ceiling.
+    rules.insert(libc::SYS_memfd_create, Vec::new());
+    // No setuid or setgid files (a host user could run one from the sandbox with the bridge
+    // user's rights): the mode argument of every call that sets or creates a mode.
+    for (call, mode_arg) in [
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (libc::SYS_fchmodat2, 2),
+        (libc::SYS_openat, 3),
+        (libc::SYS_mkdirat, 2),
+        (libc::SYS_mknodat, 2),
+    ]
+    .into_iter()
+    .chain(legacy_mode_calls())
+    {
+        rules.insert(call, set_id_bits(mode_arg)?);
+    }
     program(rules, SeccompAction::Errno(libc::EPERM as u32))
 }
 
-/// `clone3` answers `ENOSYS`, so thread creation falls back to `clone`.
+/// The x86-64 calls that predate the `*at` family, with the index of their mode argument.
+fn legacy_mode_calls() -> Vec<(i64, u8)> {
+    #[cfg(target_arch = "x86_64")]
+    return vec![
+        (libc::SYS_chmod, 1),
+        (libc::SYS_open, 2),
+        (libc::SYS_creat, 1),
+        (libc::SYS_mkdir, 1),
+        (libc::SYS_mknod, 1),
+    ];
+    #[cfg(not(target_arch = "x86_64"))]
+    Vec::new()
+}
+
+/// Matches when the mode argument has the setuid or the setgid bit.
+fn set_id_bits(mode_arg: u8) -> Result<Vec<SeccompRule>, FilterError> {
+    [libc::S_ISUID, libc::S_ISGID]
+        .into_iter()
+        .map(|bit| {
+            SeccompRule::new(vec![SeccompCondition::new(
+                mode_arg,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(u64::from(bit)),
+                u64::from(bit),
+            )?])
+        })
+        .collect()
+}
+
+/// `clone3` answers `ENOSYS`, so thread creation falls back to `clone`, whose flags the
+/// confinement filter sees; `openat2` likewise (its mode is in memory too), so `open` falls back
+/// to `openat`.
 pub fn clone3_filter() -> Result<BpfProgram, FilterError> {
     program(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        BTreeMap::from([
+            (libc::SYS_clone3, Vec::new()),
+            (libc::SYS_openat2, Vec::new()),
+        ]),
         SeccompAction::Errno(libc::ENOSYS as u32),
     )
 }
