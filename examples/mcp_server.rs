@@ -7,8 +7,8 @@
 //! cargo run --example mcp_server -- --tcp 127.0.0.1:9833 --token-file token.txt   # GUI add-on
 //! ```
 //!
-//! Options: `--sandbox DIR` (where file.save and render.still may write; default a `vibe-mcp`
-//! folder in the system's temp folder), `--audit FILE` (default `<sandbox>.vibe_audit.jsonl` beside the
+//! Options: `--sandbox DIR` (where file.save and render.still may write; default `mcp/sandbox`
+//! in this user's private temp folder `<temp>/vibe-<uid>`), `--audit FILE` (default `<sandbox>.vibe_audit.jsonl` beside the
 //! sandbox, one per sandbox; never inside it), `--allow-code` (offer `python.exec`).
 //!
 //! A headless Blender (`--blender`, `--bpy-python`) is started in the jail (Linux: bubblewrap,
@@ -167,7 +167,8 @@ async fn transport(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let allow_code = args.iter().any(|a| a == "--allow-code");
-    let home = std::env::temp_dir().join("vibe-mcp");
+    // This user's private temp folder (nobody else can plant a link where the defaults go).
+    let home = vibe::transport::kernel::private_base()?.join("mcp");
     let sandbox_dir = arg_value(&args, "--sandbox")
         .map(PathBuf::from)
         .unwrap_or_else(|| home.join("sandbox"));

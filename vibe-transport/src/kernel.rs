@@ -125,8 +125,9 @@ pub fn kernel_dir() -> std::io::Result<PathBuf> {
 }
 
 /// `<temp>/vibe-<uid>`: a folder only this user owns and can write, so that nobody else can
-/// plant a kernel where this user's Blender would run it.
-fn private_base() -> std::io::Result<PathBuf> {
+/// plant a kernel where this user's Blender would run it, or a link where a default file of
+/// this user's will be written.
+pub fn private_base() -> std::io::Result<PathBuf> {
     let uid = rustix::process::geteuid().as_raw();
     let base = std::env::temp_dir().join(format!("vibe-{uid}"));
     match std::fs::create_dir(&base) {

@@ -17,6 +17,12 @@
 //!
 //! Either way a violation answers `contract_violation` with reason `actuator_lock`, naming each
 //! object and what happened to it, and is audited as a security incident.
+//!
+//! What the check sees: objects by name, their data by name, their scene collections. Code that
+//! deletes the human's `Cube` and makes a new object of the same name with data of the same name
+//! passes it (Blender 3.4 has no identity that survives a save and load; issue "the human's own
+//! work" asks for a stable identity). Property edits are allowed anyway, so this is stated here
+//! rather than hidden.
 
 use std::collections::BTreeMap;
 
