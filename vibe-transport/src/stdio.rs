@@ -274,8 +274,19 @@ fn tail(ring: &Mutex<VecDeque<String>>, n: usize) -> String {
 }
 
 async fn collect_stderr(stderr: tokio::process::ChildStderr, ring: Arc<Mutex<VecDeque<String>>>) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+    // Bytes, decoded lossily: one line that is not UTF-8 must not end the reading (the kernel
+    // would then write into a closed pipe).
+    let mut reader = BufReader::new(stderr);
+    let mut bytes = Vec::new();
+    loop {
+        bytes.clear();
+        match reader.read_until(b'\n', &mut bytes).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = String::from_utf8_lossy(&bytes)
+            .trim_end_matches(['\n', '\r'])
+            .to_owned();
         let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
         if ring.len() == STDERR_LINES {
             ring.pop_front();

@@ -42,6 +42,8 @@ use crate::transport::{Call, CodeBoundary, Transport};
 pub const JOURNAL_LIMIT: usize = 64;
 /// How long a checkpoint, a restore or the start of a replacement kernel may take.
 pub const RESTORE_DEADLINE: Duration = Duration::from_secs(120);
+/// The least time the kernel that ran agent code gets to save the scene it left.
+pub const RETIRE_SAVE_MIN: Duration = Duration::from_secs(2);
 /// The largest scene file the bridge takes in from a kernel (8 GiB).
 pub const MAX_SCENE_BYTES: u64 = 8 << 30;
 
@@ -221,11 +223,12 @@ impl SupervisedKernel {
         &self,
         kernel: &StdioTransport,
         last: &mut LastGood,
+        deadline: Duration,
     ) -> Result<Arc<Stored>, String> {
         last.taken += 1;
         let written = self.exchange_path(kernel, &format!("save-{}.blend", last.taken));
         let answer = kernel
-            .checkpoint(&written.to_string_lossy(), RESTORE_DEADLINE)
+            .checkpoint(&written.to_string_lossy(), deadline)
             .await
             .map_err(|e| e.to_string())?;
         if let Envelope::Err(error) = answer {
@@ -241,7 +244,7 @@ impl SupervisedKernel {
 
     /// Takes a new last good state on `kernel`.
     async fn checkpoint(&self, kernel: &StdioTransport, last: &mut LastGood) -> Result<(), String> {
-        let stored = self.save(kernel, last).await?;
+        let stored = self.save(kernel, last, RESTORE_DEADLINE).await?;
         last.checkpoint = Some(stored);
         last.checkpoint_tx = last.transaction.clone();
         last.journal.clear();
@@ -382,9 +385,14 @@ impl SupervisedKernel {
         seen: u64,
         old: &StdioTransport,
         exclusive: tokio::sync::OwnedRwLockWriteGuard<()>,
+        save_deadline: Duration,
     ) -> Result<(), String> {
         let mut last = self.last_good.lock().await;
-        let left = self.save(old, &mut last).await;
+        // The kernel that ran the code saves within what is left of the call's deadline (at
+        // least RETIRE_SAVE_MIN): code that stalls the save (a save handler, a patched kernel)
+        // keeps no kernel alive past it; the retirement then fails and the state before the
+        // call is restored.
+        let left = self.save(old, &mut last, save_deadline).await;
         old.kill();
         let left = left?;
         let fresh = self.fresh(&last).await?;
@@ -431,7 +439,7 @@ impl SupervisedKernel {
                 .and_then(|t| t.as_str())
                 .unwrap_or("tx-carried")
                 .to_owned();
-            let begin = self.save(kernel, &mut last).await?;
+            let begin = self.save(kernel, &mut last, RESTORE_DEADLINE).await?;
             last.transaction = Some((id, begin));
         } else if closes {
             last.transaction = None;
@@ -490,9 +498,14 @@ impl Transport for SupervisedKernel {
         };
         let _shared = shared;
         let (seen, kernel) = self.generation();
+        let started = tokio::time::Instant::now();
+        let deadline = call.deadline;
         match kernel.call(call).await {
             Ok(envelope) if let Some(alone) = alone => {
-                match self.retire(seen, &kernel, alone).await {
+                let save_deadline = deadline
+                    .saturating_sub(started.elapsed())
+                    .max(RETIRE_SAVE_MIN);
+                match self.retire(seen, &kernel, alone, save_deadline).await {
                     Ok(()) => Ok(envelope),
                     Err(why) => {
                         tracing::error!("retiring the kernel after {} failed: {why}", kept.tool);
@@ -561,6 +574,29 @@ impl Transport for SupervisedKernel {
                     .with_detail("may_have_run", false)
                     .with_detail("recovery", json!("retry")),
                 ))
+            }
+            // The kernel died or broke the protocol during this call (agent code can crash
+            // Blender, or forge a frame): kill what is left, restore on a fresh kernel, answer.
+            Err(error @ (TransportError::ConnectionLost(_) | TransportError::Protocol(_))) => {
+                match self.replace(seen, &kernel).await {
+                    Ok(restored) => Ok(Envelope::Err(
+                        ErrorBody::new(
+                            ErrorCode::ExecutionFailed,
+                            format!(
+                                "the kernel did not survive {} ({error}); a fresh one was restored \
+                                 to the state before the call",
+                                kept.tool
+                            ),
+                        )
+                        .with_detail("kernel", "replaced")
+                        .with_detail("restored", restored)
+                        .with_detail("may_have_run", false),
+                    )),
+                    Err(why) => {
+                        tracing::error!("restore after a lost kernel failed: {why}");
+                        Err(error)
+                    }
+                }
             }
             Err(other) => Err(other),
         }

@@ -12,9 +12,14 @@ import json
 import os
 import struct
 
+import platform
+
 PR_SET_NO_NEW_PRIVS = 38
-PR_SET_SECCOMP = 22
-SECCOMP_MODE_FILTER = 2
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_TSYNC = 1
+# seccomp(2) by architecture: the filter must reach every thread (Blender starts its own
+# threads before the kernel runs), which only seccomp(2) with TSYNC does; prctl covers one.
+SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 
 
 class SockFprog(ctypes.Structure):
@@ -30,11 +35,29 @@ def install_filter(path):
     count = len(program) // 8
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = SockFprog(count, ctypes.cast(buffer, ctypes.c_void_p))
+    number = SYS_SECCOMP.get(platform.machine())
+    if number is None:
+        return False
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:
         return False
-    return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall(ctypes.c_long(number), ctypes.c_ulong(SECCOMP_SET_MODE_FILTER),
+                        ctypes.c_ulong(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(fprog)) == 0
+
+
+def every_thread_filtered(count):
+    """Whether every thread of this process has at least `count` seccomp filters."""
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/status" % task, encoding="ascii", errors="replace") as f:
+                for line in f:
+                    if line.startswith("Seccomp_filters:") and int(line.split()[1]) < count:
+                        return False
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def seccomp_filters():
@@ -72,7 +95,7 @@ def establish(environ=os.environ):
                 installed = install_filter(filter_path)
             except OSError:
                 installed = False
-            state["exec"] = installed and seccomp_filters() > before
+            state["exec"] = installed and seccomp_filters() > before and every_thread_filtered(before + 1)
     if filter_path:
         try:
             os.remove(filter_path)

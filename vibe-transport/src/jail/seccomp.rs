@@ -4,7 +4,8 @@
 //!
 //! * [`confinement_filter`], applied by the launcher: no new processes (`fork`, `vfork`, and
 //!   `clone` without `CLONE_THREAD`, so threads still start), no sockets but `AF_UNIX`, no
-//!   `memfd_create` (memory the address-space ceiling would not count), no setuid or setgid
+//!   `memfd_create` (memory the address-space ceiling would not count), no hard or symbolic links
+//!   (a link outlives a move into `HUMAN_ONLY/`, or traps a program outside), no setuid or setgid
 //!   modes on any file (a host user could run such a file from the sandbox), and none
 //!   of the calls that reach beyond the process (ptrace, mounts, namespaces, kernel modules,
 //!   BPF, perf events, io_uring, userfaultfd, keyrings, handles to files by inode).
@@ -116,6 +117,15 @@ pub fn confinement_filter() -> Result<BpfProgram, FilterError> {
     rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix])?]);
     // Memory held in a memfd is not counted against the address-space ceiling.
     rules.insert(libc::SYS_memfd_create, Vec::new());
+    // No links: a hard link keeps reaching a file the human later moves into HUMAN_ONLY/, and a
+    // symbolic link planted in the sandbox is a trap for programs outside the jail.
+    for call in [libc::SYS_linkat, libc::SYS_symlinkat] {
+        rules.insert(call, Vec::new());
+    }
+    #[cfg(target_arch = "x86_64")]
+    for call in [libc::SYS_link, libc::SYS_symlink] {
+        rules.insert(call, Vec::new());
+    }
     // No setuid or setgid files (a host user could run one from the sandbox with the bridge
     // user's rights): the mode argument of every call that sets or creates a mode.
     for (call, mode_arg) in [
