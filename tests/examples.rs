@@ -47,10 +47,14 @@ fn own_sandbox(name: &str) -> PathBuf {
     dir
 }
 
-/// Says on the terminal (past the harness's capture) that an opt-in test was skipped.
-fn skipped(what: &str, how: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED {what}: {how}");
+/// The live examples are `#[ignore = "needs VIBE_LIVE"]`; run with `--include-ignored`, a
+/// missing variable is a failure.
+fn live_var(var: &str) -> std::ffi::OsString {
+    assert!(
+        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
+        "live test run without VIBE_LIVE=1"
+    );
+    std::env::var_os(var).unwrap_or_else(|| panic!("VIBE_LIVE=1 but {var} is not set"))
 }
 
 #[test]
@@ -134,17 +138,10 @@ fn mcp_server_speaks_mcp_over_stdio() {
 }
 
 #[test]
+#[ignore = "needs VIBE_LIVE"]
 fn mcp_server_passes_the_official_python_client() {
-    let Some(python) = std::env::var_os("VIBE_MCP_PYTHON") else {
-        if std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1") {
-            panic!("VIBE_LIVE=1 but VIBE_MCP_PYTHON (a Python with the `mcp` SDK) is not set");
-        }
-        skipped(
-            "official MCP client test",
-            "set VIBE_MCP_PYTHON to a Python with the `mcp` and `jsonschema` packages",
-        );
-        return;
-    };
+    // A Python with the `mcp` and `jsonschema` packages.
+    let python = live_var("VIBE_MCP_PYTHON");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client_check.py");
     let output = Command::new(python)
         .arg(script)
@@ -163,14 +160,12 @@ fn mcp_server_passes_the_official_python_client() {
 }
 
 #[test]
+#[ignore = "needs VIBE_LIVE"]
 fn live_blender_renders_a_still() {
-    if !std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1") {
-        skipped(
-            "live_blender example",
-            "set VIBE_LIVE=1 and VIBE_BPY_PYTHON or VIBE_BLENDER",
-        );
-        return;
-    }
+    assert!(
+        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
+        "live test run without VIBE_LIVE=1"
+    );
     let output = Command::new(example("live_blender")).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -196,13 +191,9 @@ fn live_blender_renders_a_still() {
 }
 
 #[test]
+#[ignore = "needs VIBE_LIVE"]
 fn agent_code_runs_jailed_and_runaway_code_is_restored() {
-    let Some(python) = std::env::var_os("VIBE_BPY_PYTHON")
-        .filter(|_| std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"))
-    else {
-        skipped("agent_code example", "set VIBE_LIVE=1 and VIBE_BPY_PYTHON");
-        return;
-    };
+    let python = live_var("VIBE_BPY_PYTHON");
     let output = Command::new(example("agent_code"))
         .env("VIBE_BPY_PYTHON", python)
         .output()

@@ -345,26 +345,6 @@ impl Scene {
             .unwrap_or_else(|| MASTER_COLLECTION.to_owned())
     }
 
-    /// Blender's unique-name rule: `base` if free, else `base.001`, `base.002`, ...
-    pub fn unique_object_name(&self, base: &str) -> String {
-        if !self.objects.contains_key(base) {
-            return base.to_owned();
-        }
-        // Blender strips an existing numeric suffix before counting.
-        let stem = match base.rsplit_once('.') {
-            Some((stem, digits))
-                if digits.len() == 3 && digits.bytes().all(|b| b.is_ascii_digit()) =>
-            {
-                stem
-            }
-            _ => base,
-        };
-        (1..)
-            .map(|n| format!("{stem}.{n:03}"))
-            .find(|candidate| !self.objects.contains_key(candidate))
-            .unwrap_or_else(|| base.to_owned())
-    }
-
     /// Renames an object in every place its name is referenced.
     pub fn rename_object(&mut self, old: &str, new: &str) {
         if let Some(mut object) = self.objects.remove(old) {
