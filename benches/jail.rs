@@ -36,8 +36,6 @@
 //! or through `VIBE_JAIL_LAUNCHER`; build it first (above). Without `VIBE_BPY_PYTHON` it says it
 //! skipped and measures nothing.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -56,26 +54,8 @@ const RUNAWAY_DEADLINE: Duration = Duration::from_millis(500);
 /// Deadline of every other call.
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Per-iteration durations each figure recorded (warm-up included), for the closing summary.
-#[derive(Default)]
-struct Figures(RefCell<BTreeMap<String, Vec<Duration>>>);
-
-impl Figures {
-    fn record(&self, name: &str, total: Duration, iters: u64) {
-        let per = total / u32::try_from(iters.max(1)).unwrap_or(u32::MAX);
-        self.0
-            .borrow_mut()
-            .entry(name.to_owned())
-            .or_default()
-            .push(per);
-    }
-
-    fn median(&self, name: &str) -> Option<Duration> {
-        let mut all = self.0.borrow().get(name)?.clone();
-        all.sort();
-        all.get(all.len() / 2).copied()
-    }
-}
+mod support;
+use support::Figures;
 
 fn session(sandbox: &Path) -> SessionConfig {
     SessionConfig {
