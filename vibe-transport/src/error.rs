@@ -50,6 +50,10 @@ pub enum TransportError {
         /// The instance that answered now.
         new: String,
     },
+    /// The kernel's process ended (stdio): how it ended, its last console lines, and whether
+    /// this call had been sent to it.
+    #[error("{0}")]
+    KernelExited(ExitReport),
     /// The connection dropped while the call was in flight: it may or may not have run.
     #[error("connection lost while the call was in flight; it may or may not have run: {0}")]
     ConnectionLost(String),
@@ -59,6 +63,43 @@ pub enum TransportError {
     /// Two calls in flight share an id.
     #[error("call id {0} is already in flight")]
     DuplicateId(u64),
+}
+
+/// How a kernel process ended, as [`TransportError::KernelExited`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExitReport {
+    /// How it ended, as the operating system says (`exit status: 1`, `signal: 9 (SIGKILL)`).
+    pub status: String,
+    /// The exit code, when it exited by itself.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Its last console lines (stderr), oldest first, at most [`EXIT_CONSOLE_LINES`].
+    pub console: Vec<String>,
+    /// Whether the call had been sent to the kernel (then it may have run).
+    pub sent: bool,
+}
+
+/// How many of a dead kernel's last console lines an [`ExitReport`] carries.
+pub const EXIT_CONSOLE_LINES: usize = 5;
+
+impl std::fmt::Display for ExitReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the kernel process exited ({})", self.status)?;
+        if self.sent {
+            write!(
+                f,
+                " while the call was in flight; it may or may not have run"
+            )?;
+        } else {
+            write!(f, "; the call was never sent")?;
+        }
+        if let Some(last) = self.console.last() {
+            write!(f, "; last console line: {last}")?;
+        }
+        Ok(())
+    }
 }
 
 impl TransportError {
@@ -74,12 +115,25 @@ impl TransportError {
     /// may have been sent (a missed deadline, a dropped connection, an unreadable answer), so
     /// the bridge cannot rule it out.
     pub fn may_have_run(&self) -> bool {
-        matches!(
-            self,
-            TransportError::Deadline(_)
-                | TransportError::ConnectionLost(_)
-                | TransportError::Protocol(_)
-        )
+        match self {
+            TransportError::KernelExited(report) => report.sent,
+            other => matches!(
+                other,
+                TransportError::Deadline(_)
+                    | TransportError::ConnectionLost(_)
+                    | TransportError::Protocol(_)
+            ),
+        }
+    }
+
+    /// Whether the call was sent and then its connection or kernel went away: the cases where
+    /// an idempotent call may be repeated on a recovered transport.
+    pub fn lost_in_flight(&self) -> bool {
+        match self {
+            TransportError::ConnectionLost(_) => true,
+            TransportError::KernelExited(report) => report.sent,
+            _ => false,
+        }
     }
 
     /// The error model v1 body for this error; `details.may_have_run` is set when the call may
@@ -96,7 +150,9 @@ impl TransportError {
     fn body(&self) -> ErrorBody {
         let message = self.to_string();
         match self {
+            // Alive as far as the bridge knows, and not answering: hung (or too slow).
             TransportError::Deadline(after) => ErrorBody::from_reason(Reason::Deadlock, message)
+                .with_detail("kernel", "hung")
                 .with_detail("deadline_ms", after.as_millis() as u64)
                 .with_detail(
                     "partial_effects",
@@ -109,7 +165,27 @@ impl TransportError {
                 .with_detail("cancelled", true)
                 .with_detail("partial_effects", "none: the call was never sent"),
             TransportError::ConnectionLost(_) => ErrorBody::new(ErrorCode::InternalError, message)
-                .with_detail("transport", "connection_lost"),
+                .with_detail("transport", "connection_lost")
+                .with_detail("kernel", "disconnected"),
+            TransportError::KernelExited(report) => {
+                let mut body = ErrorBody::new(ErrorCode::InternalError, message)
+                    .with_detail("transport", "kernel_exited")
+                    .with_detail("kernel", "dead")
+                    .with_detail("exit_status", report.status.clone())
+                    .with_detail("console", report.console.clone());
+                if let Some(code) = report.code {
+                    body = body.with_detail("exit_code", code);
+                }
+                if let Some(signal) = report.signal {
+                    body = body.with_detail("signal", signal);
+                }
+                body
+            }
+            TransportError::KernelRestarted { .. } => {
+                ErrorBody::new(ErrorCode::InternalError, message)
+                    .with_detail("transport", "kernel_restarted")
+                    .with_detail("kernel", "restarted")
+            }
             other => ErrorBody::new(ErrorCode::InternalError, other.to_string())
                 .with_detail("transport", other.kind()),
         }
@@ -128,6 +204,7 @@ impl TransportError {
             TransportError::DuplicateId(_) => "duplicate_id",
             TransportError::QueueTimeout(_) => "queue_timeout",
             TransportError::KernelRestarted { .. } => "kernel_restarted",
+            TransportError::KernelExited(_) => "kernel_exited",
         }
     }
 }

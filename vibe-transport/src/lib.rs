@@ -93,7 +93,7 @@ mod tcp;
 
 pub use codec::{CodecError, DEFAULT_MAX_FRAME_BYTES, LineCodec};
 pub use connection::{Connection, HandshakeOptions};
-pub use error::TransportError;
+pub use error::{EXIT_CONSOLE_LINES, ExitReport, TransportError};
 pub use frame::{
     Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig, TransactionCarry,
 };
@@ -105,7 +105,7 @@ pub use kernel::{KERNEL_FILES, write_kernel};
 #[cfg(feature = "mock")]
 pub use mock::{Fault, FaultPlan, MockBlender, MockTransport};
 #[cfg(feature = "stdio")]
-pub use stdio::{STDERR_LINES, StdioOptions, StdioTransport};
+pub use stdio::{EXIT_REPORT_WAIT, STDERR_LINES, StdioOptions, StdioTransport};
 #[cfg(feature = "stdio")]
 pub use supervised::{KernelFactory, SupervisedKernel, factory as kernel_factory};
 #[cfg(feature = "tcp")]

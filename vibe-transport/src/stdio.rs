@@ -17,11 +17,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use vibe_errors::Envelope;
 
 use crate::connection::{Connection, HandshakeOptions};
-use crate::error::TransportError;
+use crate::error::{EXIT_CONSOLE_LINES, ExitReport, TransportError};
 use crate::frame::{Hello, SessionConfig};
 use crate::transport::{Call, Transport};
 
@@ -104,7 +104,10 @@ pub struct StdioTransport {
     hello: Hello,
     stderr: Arc<Mutex<VecDeque<String>>>,
     kill: Mutex<Option<oneshot::Sender<()>>>,
-    exited: Mutex<Option<oneshot::Receiver<String>>>,
+    /// How the child ended, once it has.
+    exited: watch::Receiver<Option<ExitReport>>,
+    /// Set by `close`: calls failing afterwards are the bridge's doing, not a death.
+    closing: std::sync::atomic::AtomicBool,
     grace: Duration,
     next_id: AtomicU64,
     pid: Option<u32>,
@@ -178,7 +181,7 @@ impl StdioTransport {
             }
         };
         let (kill, kill_rx) = oneshot::channel();
-        let (exit_tx, exited) = oneshot::channel();
+        let (exit_tx, exited) = watch::channel(None);
         tokio::spawn(watch_child(
             child,
             Arc::clone(&connection),
@@ -191,7 +194,8 @@ impl StdioTransport {
             connection,
             stderr: stderr_ring,
             kill: Mutex::new(Some(kill)),
-            exited: Mutex::new(Some(exited)),
+            exited,
+            closing: std::sync::atomic::AtomicBool::new(false),
             grace: options.shutdown_grace,
             next_id: AtomicU64::new(1),
             pid,
@@ -295,12 +299,16 @@ async fn collect_stderr(stderr: tokio::process::ChildStderr, ring: Arc<Mutex<Vec
     }
 }
 
+/// How long a call that lost its kernel waits for the child's exit status (the pipe usually
+/// closes a moment before the process is reaped).
+pub const EXIT_REPORT_WAIT: Duration = Duration::from_millis(500);
+
 /// Waits for the child to exit (failing every call in flight when it does) or for a kill.
 async fn watch_child(
     mut child: Child,
     connection: Arc<Connection>,
     kill: oneshot::Receiver<()>,
-    exited: oneshot::Sender<String>,
+    exited: watch::Sender<Option<ExitReport>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 ) {
     let status = tokio::select! {
@@ -310,18 +318,56 @@ async fn watch_child(
             child.wait().await
         }
     };
-    let description = match status {
-        Ok(status) => format!("the kernel process exited ({status})"),
-        Err(e) => format!("the kernel process could not be waited for: {e}"),
+    let (status, code, signal) = match status {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            (status.to_string(), status.code(), status.signal())
+        }
+        Err(e) => (format!("could not be waited for: {e}"), None, None),
     };
-    let last = tail(&stderr, 3);
-    let message = if last.is_empty() {
-        description.clone()
-    } else {
-        format!("{description}; stderr: {last}")
+    let console = {
+        let ring = stderr.lock().unwrap_or_else(|e| e.into_inner());
+        let skip = ring.len().saturating_sub(EXIT_CONSOLE_LINES);
+        ring.iter().skip(skip).cloned().collect()
     };
-    connection.fail(TransportError::ConnectionLost(message));
-    let _ = exited.send(description);
+    let report = ExitReport {
+        status,
+        code,
+        signal,
+        console,
+        sent: true,
+    };
+    connection.fail(TransportError::KernelExited(report.clone()));
+    let _ = exited.send(Some(report));
+}
+
+impl StdioTransport {
+    /// `error` told with the child's exit, when the child is what ended: its status, its last
+    /// console lines and whether this call had been sent.
+    async fn explain(&self, error: TransportError) -> TransportError {
+        if self.closing.load(Ordering::Relaxed) {
+            return error;
+        }
+        let sent = match &error {
+            TransportError::ConnectionLost(_) => true,
+            TransportError::Closed(_) => false,
+            TransportError::KernelExited(report) => report.sent,
+            _ => return error,
+        };
+        let mut exited = self.exited.clone();
+        let waited = tokio::time::timeout(EXIT_REPORT_WAIT, exited.wait_for(Option::is_some)).await;
+        let report = match waited {
+            Ok(Ok(report)) => report.clone(),
+            _ => None,
+        };
+        match report {
+            Some(mut report) => {
+                report.sent = sent;
+                TransportError::KernelExited(report)
+            }
+            None => error,
+        }
+    }
 }
 
 #[async_trait]
@@ -342,7 +388,10 @@ impl Transport for StdioTransport {
     }
 
     async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
-        self.connection.call(call).await
+        match self.connection.call(call).await {
+            Err(error) => Err(self.explain(error).await),
+            answer => answer,
+        }
     }
 
     async fn cancel(&self, id: u64) -> Result<(), TransportError> {
@@ -351,10 +400,11 @@ impl Transport for StdioTransport {
     }
 
     async fn close(&self) -> Result<(), TransportError> {
+        self.closing.store(true, Ordering::Relaxed);
         self.connection.close().await;
-        let exited = self.exited.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(exited) = exited
-            && tokio::time::timeout(self.grace, exited).await.is_err()
+        let mut exited = self.exited.clone();
+        let gone = tokio::time::timeout(self.grace, exited.wait_for(Option::is_some)).await;
+        if gone.is_err()
             && let Some(kill) = self.kill.lock().unwrap_or_else(|e| e.into_inner()).take()
         {
             let _ = kill.send(());

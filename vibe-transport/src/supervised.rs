@@ -549,7 +549,7 @@ impl Transport for SupervisedKernel {
                     Err(TransportError::Deadline(after))
                 }
             },
-            Err(TransportError::ConnectionLost(_)) if self.generation().0 != seen => {
+            Err(error) if error.lost_in_flight() && self.generation().0 != seen => {
                 // Killed because another call passed its deadline or ran agent code: the scene
                 // went back to a state this call is not part of.
                 Ok(Envelope::Err(
@@ -567,7 +567,9 @@ impl Transport for SupervisedKernel {
             }
             // The kernel died or broke the protocol during this call (agent code can crash
             // Blender, or forge a frame): kill what is left, restore on a fresh kernel, answer.
-            Err(error @ (TransportError::ConnectionLost(_) | TransportError::Protocol(_))) => {
+            Err(error)
+                if error.lost_in_flight() || matches!(error, TransportError::Protocol(_)) =>
+            {
                 match self.replace(seen, &kernel).await {
                     Ok(restored) => Ok(Envelope::Err(
                         ErrorBody::new(

@@ -9,28 +9,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use vibe_transport::conformance::{Outcome, Scenario, load_dir, run};
-use vibe_transport::{
-    StdioOptions, StdioTransport, TcpOptions, TcpTransport, Transport, write_kernel,
-};
+use vibe_transport::{StdioOptions, StdioTransport, Transport};
+
+mod support;
+use support::{addon_installer, connect_when_listening, gui_addon, headless_tcp, live, required};
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Live tests are `#[ignore = "needs VIBE_LIVE"]`; run with `--include-ignored` they need it.
-fn live(what: &str) {
-    assert!(
-        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
-        "{what}: live test run without VIBE_LIVE=1"
-    );
-}
-
-fn required(var: &str) -> PathBuf {
-    let value = std::env::var_os(var).unwrap_or_else(|| {
-        panic!("VIBE_LIVE=1 but {var} is not set: a missing Blender is a failure")
-    });
-    let path = PathBuf::from(value);
-    assert!(path.exists(), "{var}={} does not exist", path.display());
-    path
-}
 
 fn scenarios() -> (PathBuf, Vec<Scenario>) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance");
@@ -59,20 +43,6 @@ fn compare(target: &str, scenario: &Scenario, got: &Outcome, want: &Outcome) {
         "{target}: {} final scene fingerprint differs from MockBlender",
         scenario.name
     );
-}
-
-/// Connects to a kernel that is still starting, trying every 250 ms up to `tries` times.
-async fn connect_when_listening(port: u16, token: &str, tries: u32) -> Option<TcpTransport> {
-    let mut options =
-        TcpOptions::new(format!("127.0.0.1:{port}").parse().unwrap()).with_token(token);
-    options.handshake.deadline = Duration::from_secs(10);
-    for _ in 0..tries {
-        match TcpTransport::connect(options.clone()).await {
-            Ok(transport) => return Some(transport),
-            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-        }
-    }
-    None
 }
 
 #[tokio::test]
@@ -106,33 +76,9 @@ async fn live_blender_headless_over_tcp_agrees_with_the_mock() {
     let blender = required("VIBE_BLENDER");
     let (dir, scenarios) = scenarios();
     let work = std::env::temp_dir().join(format!("vibe-live-tcp-{}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    let script = write_kernel(&work).unwrap();
-    let token_file = work.join("token");
-    std::fs::write(&token_file, "live-test-token").unwrap();
     for scenario in &scenarios {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = std::process::Command::new(&blender)
-            .args([
-                "-b",
-                "--factory-startup",
-                "--python-exit-code",
-                "1",
-                "--python",
-            ])
-            .arg(&script)
-            .args(["--", "--tcp", &format!("127.0.0.1:{port}"), "--token-file"])
-            .arg(&token_file)
-            .arg("--once")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let transport = connect_when_listening(port, "live-test-token", 120).await;
+        let kernel = headless_tcp(&blender, &work, "live-test-token", true);
+        let transport = connect_when_listening(kernel.port, "live-test-token", 120).await;
         let transport = transport.expect("the Blender kernel did not start listening within 30 s");
         let outcome = run(&transport, scenario, DEADLINE).await.unwrap();
         compare(
@@ -142,95 +88,36 @@ async fn live_blender_headless_over_tcp_agrees_with_the_mock() {
             &expected(&dir, scenario),
         );
         transport.close().await.unwrap();
-        let _ = tokio::time::timeout(Duration::from_secs(10), async {
-            while child.try_wait().ok().flatten().is_none() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .await;
-        let _ = child.kill();
-        let _ = child.wait();
     }
-}
-
-/// Kills a process group (the GUI Blender and its xvfb-run wrapper) without unsafe code.
-fn kill_group(pgid: u32) {
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", "--", &format!("-{pgid}")])
-        .status();
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .status();
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 #[tokio::test]
 #[ignore = "needs VIBE_LIVE"]
 async fn live_blender_gui_addon_under_xvfb_agrees_with_the_mock() {
-    use std::os::unix::process::CommandExt;
     live("GUI Blender add-on under xvfb-run over TCP");
     let blender = required("VIBE_BLENDER");
     let (dir, scenarios) = scenarios();
-    // The add-on path for real: build the installable zip, and let Blender install and enable it
-    // (into a scripts folder of the test's own, not the user's).
     let work = std::env::temp_dir().join(format!("vibe-live-gui-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(work.join("scripts")).unwrap();
-    let kernel_dir = write_kernel(&work.join("kernel"))
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let zip = work.join("vibe_kernel.zip");
-    let zipped = std::process::Command::new("python3")
-        .args(["-m", "zipfile", "-c"])
-        .arg(&zip)
-        .arg(kernel_dir.join("vibe_kernel"))
-        .status()
-        .unwrap();
-    assert!(zipped.success(), "building the add-on zip failed");
-    let register = format!(
-        "import bpy; bpy.ops.preferences.addon_install(filepath={:?}); bpy.ops.preferences.addon_enable(module='vibe_kernel')",
-        zip.display().to_string()
-    );
+    let register = addon_installer(&work);
     for scenario in &scenarios {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = std::process::Command::new("xvfb-run")
-            .args(["-a", "-s", "-screen 0 1280x800x24"])
-            .arg(&blender)
-            .args(["--factory-startup", "--python-expr", &register])
-            .env("VIBE_PORT", port.to_string())
-            .env("VIBE_TOKEN", "gui-test-token")
-            .env("BLENDER_USER_SCRIPTS", work.join("scripts"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("xvfb-run must be installed for the GUI live test");
-        let transport = connect_when_listening(port, "gui-test-token", 240).await;
-        let Some(transport) = transport else {
-            kill_group(child.id());
-            let _ = child.wait();
-            panic!("the GUI add-on did not start listening within 60 s");
-        };
+        let kernel = gui_addon(&blender, &work, &register, "gui-test-token");
+        let transport = connect_when_listening(kernel.port, "gui-test-token", 240)
+            .await
+            .expect("the GUI add-on did not start listening within 60 s");
         assert!(
             !transport.hello().blender.background,
             "the add-on runs in GUI Blender"
         );
         let outcome = run(&transport, scenario, DEADLINE).await;
         transport.close().await.unwrap();
-        kill_group(child.id());
-        let _ = child.wait();
-        let outcome = outcome.unwrap();
+        drop(kernel);
         compare(
             "Blender GUI add-on (tcp)",
             scenario,
-            &outcome,
+            &outcome.unwrap(),
             &expected(&dir, scenario),
         );
     }
+    let _ = std::fs::remove_dir_all(&work);
 }

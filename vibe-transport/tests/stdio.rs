@@ -61,10 +61,13 @@ async fn child_death_fails_the_call_in_flight_at_once() {
         ))
         .await
         .unwrap_err();
-    assert!(
-        matches!(error, TransportError::ConnectionLost(_)),
-        "{error:?}"
-    );
+    // The child's exit reaches the caller: it is dead, and the call had been sent.
+    let TransportError::KernelExited(report) = &error else {
+        panic!("{error:?}")
+    };
+    assert!(report.sent && error.may_have_run(), "{report:?}");
+    assert_eq!(report.code, Some(0), "{report:?}");
+    assert_eq!(error.to_error_body().details["kernel"], "dead");
     assert!(started.elapsed() < SLACK * 4, "{:?}", started.elapsed());
     let after = t
         .call(Call::new(
@@ -76,9 +79,81 @@ async fn child_death_fails_the_call_in_flight_at_once() {
         .await
         .unwrap_err();
     // Never sent: it cannot have run, and the answer says so.
-    assert!(matches!(after, TransportError::Closed(_)), "{after:?}");
-    assert!(!after.may_have_run());
+    let TransportError::KernelExited(report) = &after else {
+        panic!("{after:?}")
+    };
+    assert!(!report.sent && !after.may_have_run(), "{report:?}");
     assert!(after.to_string().contains("never sent"), "{after:?}");
+}
+
+/// A kernel that crashes: the first line the mock kernel prints (its hello), then a crash
+/// with a console line once a call arrives.
+fn crashing_kernel() -> StdioOptions {
+    let hello = std::process::Command::new(KERNEL)
+        .arg("--stdio")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the mock kernel runs");
+    let hello = String::from_utf8(hello.stdout).unwrap();
+    let hello = hello.lines().next().expect("a hello line").to_string();
+    let mut options = StdioOptions::new("/bin/sh").arg("-c").arg(
+        "printf '%s\\n' \"$HELLO\"; read -r call; \
+         echo 'Error: EXCEPTION_ACCESS_VIOLATION in bmesh' >&2; kill -SEGV $$",
+    );
+    options = options.env("HELLO", hello);
+    options.handshake.deadline = Duration::from_secs(10);
+    options
+}
+
+#[tokio::test]
+async fn a_crashed_kernel_is_told_apart_from_a_hung_one() {
+    let t = StdioTransport::spawn(crashing_kernel()).await.unwrap();
+    let dead = t
+        .call(Call::new(
+            t.next_id(),
+            "kernel.status",
+            json!({}),
+            Duration::from_secs(10),
+        ))
+        .await
+        .unwrap_err();
+    let TransportError::KernelExited(report) = &dead else {
+        panic!("{dead:?}")
+    };
+    assert_eq!(report.signal, Some(11), "{report:?}");
+    assert_eq!(report.code, None);
+    assert!(
+        report
+            .console
+            .iter()
+            .any(|l| l.contains("EXCEPTION_ACCESS_VIOLATION")),
+        "{report:?}"
+    );
+    let body = dead.to_error_body();
+    assert_eq!(body.details["kernel"], "dead");
+    assert_eq!(body.details["signal"], 11);
+    assert_eq!(body.details["may_have_run"], true);
+    assert!(
+        body.details["exit_status"].as_str().unwrap().contains("11"),
+        "{body:?}"
+    );
+
+    // A kernel that is alive but does not answer is hung, not dead.
+    let hung = StdioTransport::spawn(kernel(&["--fault", "1:hang"]))
+        .await
+        .unwrap();
+    let late = hung
+        .call(Call::new(
+            hung.next_id(),
+            "kernel.status",
+            json!({}),
+            Duration::from_millis(300),
+        ))
+        .await
+        .unwrap_err();
+    assert!(matches!(late, TransportError::Deadline(_)), "{late:?}");
+    assert_eq!(late.to_error_body().details["kernel"], "hung");
+    hung.close().await.unwrap();
 }
 
 #[tokio::test]

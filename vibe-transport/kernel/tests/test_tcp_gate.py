@@ -1,12 +1,16 @@
-"""Admission to a TCP kernel: a pre-auth deadline, connections closed after a failed login, a
-growing delay after repeated failures, a bound on connections, and an accept loop that outlives
-errors. Runs like test_kernel.py (loopback only)."""
+"""Admission to a TCP kernel and its sessions: a pre-auth deadline, connections closed after a
+failed login, a growing delay after repeated failures, bounded pending connections (the oldest
+evicted) and sessions, and one session per connection (own capabilities and sandbox, one
+transaction holder per kernel). The frames run on a thread standing in for Blender's main
+thread, as the add-on's timer does. Runs like test_kernel.py (loopback only)."""
 
 import json
 import os
 import queue
+import select
 import socket
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -27,19 +31,56 @@ class GateTest(unittest.TestCase):
         self.saved = wire.PRE_AUTH_S
         wire.PRE_AUTH_S = 0.5
 
-        def accept():
-            while True:
-                conn = wire.accept_one(self.server, self.gate)
-                if conn is None:
-                    return
-                channel = wire.open_channel(self.kernel, self.inbox, conn, "secret", self.gate)
-                threading.Thread(target=channel.run, daemon=True).start()
+        threading.Thread(target=wire.accept_forever,
+                         args=(self.kernel, self.server, self.inbox, "secret", self.gate), daemon=True).start()
 
-        threading.Thread(target=accept, daemon=True).start()
+    def pump_until(self, ready, limit=10.0):
+        """Runs queued frames on this (the main) thread, as the add-on's timer does, until
+        `ready()`: bpy is only ever touched from the main thread."""
+        deadline = time.monotonic() + limit
+        while not ready():
+            self.assertLess(time.monotonic(), deadline, "no answer in time")
+            wire.drain(self.kernel, self.inbox, deadline=time.monotonic() + wire.TICK_BUDGET_S)
+            time.sleep(0.002)
 
     def tearDown(self):
         wire.PRE_AUTH_S = self.saved
         self.server.close()
+        tx = self.kernel.shared.transaction
+        if tx is not None:
+            os.remove(tx[1])
+
+    def session(self, session_id, capabilities=("scene.read", "scene.write", "transactions"), sandbox=None):
+        """A logged-in connection configured as `session_id`; returns a function that sends a
+        frame and returns its answer's envelope."""
+        sock, reader = self.connect()
+        sock.sendall(b'{"type":"auth","token":"secret"}\n')
+        self.assertEqual(json.loads(reader.readline())["type"], "auth_ok")
+        counter = [0]
+
+        def send(frame):
+            counter[0] += 1
+            frame = dict(frame, id=counter[0])
+            sock.sendall((json.dumps(frame) + "\n").encode())
+            self.pump_until(lambda: select.select([sock], [], [], 0)[0])
+            answer = json.loads(reader.readline())
+            self.assertEqual(answer["id"], counter[0])
+            return answer["envelope"]
+
+        settings = {"session_id": session_id, "capabilities": list(capabilities)}
+        if sandbox is not None:
+            settings["sandbox"] = sandbox
+        self.assertTrue(send({"type": "configure", "session": settings})["ok"])
+        def close():
+            reader.close()
+            sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+        send.close = close
+        return send
+
+    def call(self, send, tool, **params):
+        return send({"type": "call", "tool": tool, "params": params})
 
     def connect(self):
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
@@ -76,14 +117,107 @@ class GateTest(unittest.TestCase):
         self.assertEqual(self.gate.failures, 0, "a success resets the delay")
         sock.close()
 
-    def test_connections_past_the_bound_are_refused_clearly(self):
-        held = [self.connect() for _ in range(wire.MAX_CONNECTIONS)]
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
-        answer = json.loads(sock.makefile("rb").readline())
-        self.assertIn("too many connections", answer["error"]["message"])
+    def test_sessions_past_the_bound_are_refused_clearly(self):
+        held = [self.session("s-%d" % i) for i in range(wire.MAX_CONNECTIONS)]
+        sock, reader = self.connect()
+        sock.sendall(b'{"type":"auth","token":"secret"}\n')
+        answer = json.loads(reader.readline())
+        self.assertIn("too many sessions", answer["error"]["message"])
+        self.assertEqual(reader.readline(), b"", "closed")
         sock.close()
-        for s, _ in held:
-            s.close()
+        held[0].close()
+        self.pump_until(lambda: self.gate.sessions < wire.MAX_CONNECTIONS)
+        again = self.session("late")
+        self.assertTrue(self.call(again, "kernel.status")["ok"], "a freed slot is usable")
+        for send in held[1:] + [again]:
+            send.close()
+
+    def test_idle_and_dripping_clients_never_keep_a_real_one_out(self):
+        idle = [self.connect() for _ in range(wire.MAX_PENDING * 3)]
+        for sock, _ in idle[: wire.MAX_PENDING]:
+            sock.sendall(b'{"type":"au')  # dripping: a frame that never ends
+        started = time.monotonic()
+        send = self.session("real")
+        self.assertTrue(self.call(send, "kernel.status")["ok"])
+        self.assertLess(time.monotonic() - started, 2.0, "the real client got in without waiting out the idle ones")
+        evicted = 0
+        for sock, reader in idle:
+            sock.settimeout(5)
+            try:
+                line = reader.readline()
+            except OSError:
+                line = b""
+            if line and "newer connections" in json.loads(line)["error"]["message"]:
+                evicted += 1
+            sock.close()
+        self.assertGreaterEqual(evicted, len(idle) - wire.MAX_PENDING, "every idle client past the bound was told why")
+        self.assertEqual(self.gate.failures, 0, "eviction is not a failed login")
+        send.close()
+
+    def test_each_connection_has_its_own_capabilities_and_sandbox(self):
+        folder = tempfile.mkdtemp()
+        reader = self.session("reader", capabilities=("scene.read",))
+        writer = self.session("writer", sandbox=folder)
+        refused = self.call(reader, "object.create", type="EMPTY", name="ReaderMade")
+        self.assertFalse(refused["ok"])
+        self.assertEqual(refused["error"]["code"], "capability_missing")
+        made = self.call(writer, "object.create", type="EMPTY", name="WriterMade")
+        self.assertTrue(made["ok"], made)
+        self.assertEqual(self.kernel.channels and sorted(c.session.session_id for c in self.kernel.channels),
+                         ["reader", "writer"])
+        sandboxes = {c.session.session_id: c.session.sandbox for c in self.kernel.channels}
+        self.assertEqual(sandboxes, {"reader": None, "writer": folder}, "configure of one never changed the other")
+        root = reader({"type": "configure", "session": {"session_id": "reader", "sandbox": "/"}})
+        self.assertFalse(root["ok"])
+        self.assertEqual(root["error"]["code"], "invalid_arguments")
+        self.assertTrue(self.call(writer, "object.delete", name="WriterMade")["ok"])
+        reader.close()
+        writer.close()
+
+    def test_one_transaction_holder_per_kernel(self):
+        a = self.session("a")
+        b = self.session("b")
+        self.assertTrue(self.call(a, "transaction.begin")["ok"])
+        for tool, params in (("transaction.begin", {}), ("transaction.rollback", {}), ("transaction.commit", {}),
+                             ("object.create", {"type": "EMPTY", "name": "FromB"})):
+            refused = self.call(b, tool, **params)
+            self.assertFalse(refused["ok"], tool)
+            self.assertEqual(refused["error"]["details"]["rule"], "transaction_of_another_session", tool)
+            self.assertEqual(refused["error"]["details"]["holder"], "a")
+        self.assertTrue(self.call(b, "kernel.status")["ok"], "reads stay open")
+        self.assertFalse(self.call(b, "kernel.status")["result"]["transaction_open"])
+        self.assertTrue(self.call(a, "kernel.status")["result"]["transaction_open"])
+        self.assertTrue(self.call(a, "object.create", type="EMPTY", name="FromA")["ok"])
+        self.assertTrue(self.call(a, "transaction.rollback")["ok"])
+        self.assertTrue(self.call(b, "object.create", type="EMPTY", name="FromB")["ok"], "free again")
+        self.assertTrue(self.call(b, "object.delete", name="FromB")["ok"])
+        a.close()
+        b.close()
+
+    def test_a_dropped_holder_keeps_its_transaction_until_the_grace_ends(self):
+        saved = wire.ORPHAN_GRACE_S
+        try:
+            a = self.session("a")
+            self.assertTrue(self.call(a, "transaction.begin")["ok"])
+            tx_id = self.kernel.shared.transaction[0]
+            a.close()
+            back = self.session("a")  # the bridge reconnects with the same session id
+            self.assertTrue(self.call(back, "kernel.status")["result"]["transaction_open"], "resumed")
+            back.close()
+            self.pump_until(lambda: self.kernel.shared.orphaned_at is not None)
+            b = self.session("b")
+            refused = self.call(b, "object.create", type="EMPTY", name="Early")
+            self.assertEqual(refused["error"]["details"]["rule"], "transaction_of_another_session")
+            wire.ORPHAN_GRACE_S = 0.0
+            made = self.call(b, "object.create", type="EMPTY", name="AfterGrace")
+            self.assertTrue(made["ok"], made)
+            self.assertIsNone(self.kernel.shared.transaction)
+            said = [e["message"] for e in self.kernel.shared.console]
+            self.assertTrue(any(tx_id in m and "session a" in m for m in said), said)
+            self.assertTrue(self.call(b, "object.delete", name="AfterGrace")["ok"])
+            b.close()
+        finally:
+            wire.ORPHAN_GRACE_S = saved
 
 
 if __name__ == "__main__":

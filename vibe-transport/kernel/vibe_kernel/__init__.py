@@ -24,7 +24,6 @@ _server = None
 def register():
     import os
     import queue
-    import socket
     import threading
     import time
 
@@ -42,23 +41,14 @@ def register():
     token = wire.ensure_token(os.environ.get("VIBE_TOKEN"))
     server = wire.listen("127.0.0.1", port)
 
-    gate = wire.Gatekeeper()
-
-    def accept():
-        while True:
-            conn = wire.accept_one(server, gate)
-            if conn is None:
-                return
-            channel = wire.open_channel(kernel, inbox, conn, token, gate)
-            threading.Thread(target=channel.run, name="vibe-tcp", daemon=True).start()
-
     def tick():
         # One persistent timer drains every pending request within a budget; never a timer per
         # command (those get lost).
         wire.drain(kernel, inbox, deadline=time.monotonic() + wire.TICK_BUDGET_S)
         return 0.01
 
-    threading.Thread(target=accept, name="vibe-accept", daemon=True).start()
+    threading.Thread(target=wire.accept_forever, args=(kernel, server, inbox, token, wire.Gatekeeper()),
+                     name="vibe-accept", daemon=True).start()
     bpy.app.timers.register(tick, persistent=True)
     _server = (server, tick)
     print("vibe-kernel add-on listening on 127.0.0.1:%d" % port)

@@ -1,39 +1,37 @@
-"""The kernel's session state: settings from `configure`, the console ring, the transaction."""
+"""The kernel's state, in two parts.
+
+`Shared` is one per kernel: the console ring, the one open transaction (and the session that
+owns it), the identity cache and the busy count. `Session` is one per connection: the settings
+its `configure` sent (session id, capabilities, sanity limits, sandbox, time per tool) and the
+objects it resolved. Several TCP clients therefore never change each other's capabilities or
+sandbox, and only the session that began a transaction may commit, roll back or change the
+scene while it is open.
+"""
 
 import collections
+import os
+import time
 
 CONSOLE_CAPACITY = 200
 DEFAULT_CAPABILITIES = ("scene.read", "scene.write", "transactions")
 DEFAULT_SANITY = {"max_subdivision_levels": 3, "max_array_count": 64,
                   "max_bevel_segments": 16, "max_polygons": 2000000}
+# How long the transaction of a session whose last connection closed waits for that session to
+# reconnect (the bridge reconnects with the same session id) before another session may end it.
+ORPHAN_GRACE_S = 30.0
 
 
-class KernelState:
+class Shared:
     def __init__(self, features):
         self.features = set(features)
-        self.session_id = "unconfigured"
-        self.capabilities = set(DEFAULT_CAPABILITIES) & self.features
-        self.sanity = dict(DEFAULT_SANITY)
-        self.sandbox = None
-        self.time_per_tool_ms = 15000
         self.console = collections.deque()
         self.console_seq = 0
         self.console_dropped = 0
-        self.transaction = None  # (id, snapshot path)
+        self.transaction = None  # (id, snapshot path, owner session id)
+        self.orphaned_at = None  # monotonic time the owner's last connection closed
         self.transactions_started = 0
-        self.seen = {}  # name -> pointer of objects the session resolved
         self.identity = {}  # name -> object reference, validated on every use
         self.busy = 0  # file loads / saves in progress
-
-    def configure(self, session):
-        if session.get("session_id") != self.session_id:
-            self.seen.clear()
-        self.session_id = session.get("session_id", "unconfigured")
-        self.capabilities = set(session.get("capabilities", [])) & self.features
-        self.sanity = dict(DEFAULT_SANITY, **session.get("sanity", {}))
-        self.sandbox = session.get("sandbox")
-        self.time_per_tool_ms = session.get("time_per_tool_ms", 15000)
-        return {"session_id": self.session_id, "capabilities": sorted(self.capabilities)}
 
     def log_console(self, source, message):
         self.console_seq += 1
@@ -41,3 +39,78 @@ class KernelState:
             self.console.popleft()
             self.console_dropped += 1
         self.console.append({"seq": self.console_seq, "source": source, "message": message})
+
+
+def shared_property(name):
+    return property(lambda self: getattr(self.shared, name),
+                    lambda self, value: setattr(self.shared, name, value))
+
+
+class Session:
+    """One connection's settings over the kernel's shared state."""
+
+    features = shared_property("features")
+    console = shared_property("console")
+    console_seq = shared_property("console_seq")
+    console_dropped = shared_property("console_dropped")
+    transactions_started = shared_property("transactions_started")
+    identity = shared_property("identity")
+    busy = shared_property("busy")
+
+    def __init__(self, shared):
+        self.shared = shared
+        self.session_id = "unconfigured"
+        self.capabilities = set(DEFAULT_CAPABILITIES) & shared.features
+        self.sanity = dict(DEFAULT_SANITY)
+        self.sandbox = None
+        self.time_per_tool_ms = 15000
+        self.seen = {}  # name -> pointer of objects the session resolved
+
+    @property
+    def transaction(self):
+        """This session's open transaction as (id, snapshot path), or None (also when another
+        session's transaction is open)."""
+        tx = self.shared.transaction
+        return (tx[0], tx[1]) if tx is not None and tx[2] == self.session_id else None
+
+    @transaction.setter
+    def transaction(self, value):
+        self.shared.transaction = None if value is None else (value[0], value[1], self.session_id)
+        self.shared.orphaned_at = None
+
+    def foreign_transaction(self):
+        """(id, owner session id, seconds since the owner disconnected or None) of a transaction
+        another session holds, or None."""
+        tx = self.shared.transaction
+        if tx is None or tx[2] == self.session_id:
+            return None
+        since = self.shared.orphaned_at
+        return tx[0], tx[2], None if since is None else time.monotonic() - since
+
+    def configure(self, session):
+        sandbox = session.get("sandbox")
+        if sandbox is not None and not valid_sandbox(sandbox):
+            raise ValueError("sandbox must be an absolute path to an existing folder other than the "
+                             "filesystem root")
+        session_id = str(session.get("session_id", "unconfigured"))
+        if session_id != self.session_id:
+            self.seen.clear()
+        self.session_id = session_id
+        self.capabilities = set(session.get("capabilities", [])) & self.features
+        self.sanity = dict(DEFAULT_SANITY, **session.get("sanity", {}))
+        self.sandbox = sandbox
+        self.time_per_tool_ms = session.get("time_per_tool_ms", 15000)
+        tx = self.shared.transaction
+        if tx is not None and tx[2] == session_id:
+            self.shared.orphaned_at = None  # the owner is back
+        return {"session_id": self.session_id, "capabilities": sorted(self.capabilities)}
+
+    def log_console(self, source, message):
+        self.shared.log_console(source, message)
+
+
+def valid_sandbox(path):
+    if not isinstance(path, str) or not os.path.isabs(path) or not os.path.isdir(path):
+        return False
+    return os.path.realpath(path) != os.path.realpath(os.sep)
+

@@ -10,6 +10,7 @@ Three ways to run, one dispatcher:
              queue on the main thread within a time budget per tick.
 """
 
+import collections
 import hmac
 import json
 import os
@@ -23,7 +24,7 @@ import bpy
 
 from . import confine, lock, snapshot, tools
 from .envelope import Refusal, err, from_exception, ok
-from .state import KernelState
+from .state import ORPHAN_GRACE_S, Session, Shared
 
 PROTOCOL = 1
 KERNEL_VERSION = "0.1.0"
@@ -31,39 +32,66 @@ DEFAULT_PORT = 9833
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 TICK_BUDGET_S = 0.02
 PRE_AUTH_S = 5.0  # a TCP client has this long after the hello to prove the token
-MAX_CONNECTIONS = 8  # TCP connections at once; more are refused with a clear error
+MAX_CONNECTIONS = 8  # logged-in TCP sessions at once; more are refused with a clear error
+MAX_PENDING = 16  # TCP connections not logged in (or failed and waiting); see Gatekeeper
 MAX_BACKOFF_S = 5.0  # the longest wait before a failed login is answered
 
 
 class Gatekeeper:
-    """Admission to a TCP listener: a bounded number of connections, and a growing delay after
-    failed logins (0.05 s doubling to MAX_BACKOFF_S, reset by a success), so guessing the token
-    is slow and a flood of failures cannot starve real calls."""
+    """Admission to a TCP listener.
+
+    * Connections that have not logged in are bounded (MAX_PENDING). A new one past the bound
+      evicts a connection whose login already failed (it waits out its delay), else the oldest
+      one waiting: idle or dripping clients never keep a real one out for longer than it takes
+      MAX_PENDING newer connections to arrive, and a real client logs in within milliseconds.
+    * Logged-in sessions are bounded (MAX_CONNECTIONS), with a clear refusal past it.
+    * A failed login is answered after a growing delay (0.05 s doubling to MAX_BACKOFF_S, reset
+      by a success). The token is the boundary; the delay slows guessing of weak tokens.
+    """
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.active = 0
+        self.pending = collections.deque()  # connected, not logged in
+        self.failing = collections.deque()  # login failed, waiting out the delay
+        self.sessions = 0
         self.failures = 0
 
-    def admit(self):
+    def admit(self, conn):
+        """Takes a new connection in; returns the connection it evicted, if any."""
         with self.lock:
-            if self.active >= MAX_CONNECTIONS:
-                return False
-            self.active += 1
-            return True
+            evicted = None
+            if len(self.pending) + len(self.failing) >= MAX_PENDING:
+                evicted = (self.failing or self.pending).popleft()
+            self.pending.append(conn)
+            return evicted
 
-    def leave(self):
-        with self.lock:
-            self.active = max(0, self.active - 1)
-
-    def failed(self):
-        with self.lock:
-            self.failures += 1
-            return min(MAX_BACKOFF_S, 0.05 * 2 ** min(self.failures - 1, 16))
-
-    def succeeded(self):
+    def logged_in(self, conn):
+        """The connection proved the token: a session, if there is room for one."""
         with self.lock:
             self.failures = 0
+            if conn in self.pending:
+                self.pending.remove(conn)
+            if self.sessions >= MAX_CONNECTIONS:
+                return False
+            self.sessions += 1
+            return True
+
+    def leave(self, conn, was_session):
+        with self.lock:
+            for waiting in (self.pending, self.failing):
+                if conn in waiting:
+                    waiting.remove(conn)
+            if was_session:
+                self.sessions = max(0, self.sessions - 1)
+
+    def failed(self, conn=None):
+        """A failed login: the delay before it is answered."""
+        with self.lock:
+            if conn is not None and conn in self.pending:
+                self.pending.remove(conn)
+                self.failing.append(conn)
+            self.failures += 1
+            return min(MAX_BACKOFF_S, 0.05 * 2 ** min(self.failures - 1, 16))
 
 
 def blender_version():
@@ -86,12 +114,15 @@ class Kernel:
 
     def __init__(self):
         self.blender_version = blender_version()
-        self.state = KernelState(offered_features())
+        self.shared = Shared(offered_features())
+        # The session of the frame being run (each connection has its own; see state.py).
+        self.state = Session(self.shared)
         self.cancelled = set()
         self.lock = threading.Lock()
         self.call_deadline_ms = self.state.time_per_tool_ms
         # A random id of this start: a restarted Blender on the same port is told apart.
         self.instance = os.urandom(8).hex()
+        self.channels = set()  # live connections, under self.lock
 
     def hello(self, auth_required):
         build = bpy.app.build_hash
@@ -121,6 +152,10 @@ class Kernel:
         fn, mutates, capability = entry
         if not isinstance(params, dict):
             return err("invalid_arguments", "params must be an object", field="params")
+        if mutates:
+            refusal = self.foreign_transaction_refusal(name)
+            if refusal is not None:
+                return refusal
         needed = {capability, "file.write"} if name == "render.still" else {capability}
         missing = sorted(needed - self.state.capabilities)
         if missing:
@@ -138,8 +173,51 @@ class Kernel:
             self.state.log_console(name, envelope["error"]["message"])
             return envelope
 
-    def handle(self, frame):
-        """The answer frame to one request frame (None for frames without an answer)."""
+    def foreign_transaction_refusal(self, name):
+        """The refusal of a change while another session's transaction is open (its rollback
+        would take this change with it), or None. A transaction whose session's connections all
+        closed more than ORPHAN_GRACE_S ago is ended first (see `end_orphan`)."""
+        foreign = self.state.foreign_transaction()
+        if foreign is None:
+            return None
+        tx_id, owner, orphaned_for = foreign
+        if orphaned_for is not None and orphaned_for >= ORPHAN_GRACE_S:
+            self.end_orphan()
+            return None
+        return err("contract_violation", "session %s has transaction %s open on this Blender; %s now would be "
+                   "rolled back with it" % (owner, tx_id, name), rule="transaction_of_another_session",
+                   transaction=tx_id, holder=owner)
+
+    def end_orphan(self):
+        """Ends the transaction of a session that left: headless it is rolled back (what an
+        uncommitted transaction means); in the GUI the scene is kept, because reloading the
+        snapshot would take the human's file and undo history away. Said on the console."""
+        tx_id, path, owner = self.shared.transaction
+        self.shared.transaction = None
+        self.shared.orphaned_at = None
+        outcome = "kept its changes"
+        if bpy.app.background:
+            try:
+                snapshot.load(path, self.file_op)
+                outcome = "was rolled back"
+            except Exception as exc:  # noqa: BLE001 - a failed reload is reported, not fatal
+                outcome = "could not be rolled back (%s); the scene was kept" % exc
+        tools.remove_snapshot(path)
+        self.shared.log_console("kernel", "transaction %s of session %s %s: its connection closed %.0f s ago"
+                                % (tx_id, owner, outcome, ORPHAN_GRACE_S))
+
+    def session_ended(self, session, live_sessions):
+        """A connection closed. If its session holds the transaction and no other connection
+        has that session, the transaction waits ORPHAN_GRACE_S for the session to come back."""
+        tx = self.shared.transaction
+        if tx is not None and tx[2] == session.session_id and session.session_id not in live_sessions:
+            self.shared.orphaned_at = time.monotonic()
+
+    def handle(self, frame, session=None):
+        """The answer frame to one request frame (None for frames without an answer), run
+        in `session` (a connection's own; the kernel's default one if None)."""
+        if session is not None:
+            self.state = session
         kind = frame.get("type")
         if kind == "call":
             call_id = frame.get("id")
@@ -154,7 +232,14 @@ class Kernel:
                 envelope = self.call(frame.get("tool"), frame.get("params", {}))
             return {"type": "result", "id": call_id, "envelope": envelope}
         if kind == "configure":
-            return {"type": "result", "id": frame.get("id"), "envelope": ok(self.state.configure(frame.get("session", {})))}
+            settings = frame.get("session", {})
+            try:
+                if not isinstance(settings, dict):
+                    raise ValueError("session must be an object")
+                envelope = ok(self.state.configure(settings))
+            except (ValueError, TypeError) as exc:
+                envelope = err("invalid_arguments", "configure: %s" % exc, field="session")
+            return {"type": "result", "id": frame.get("id"), "envelope": envelope}
         if kind == "inventory":
             try:
                 envelope = ok({"objects": list(lock.inventory().values())})
@@ -240,8 +325,11 @@ class Channel:
         self.kernel, self.inbox, self.reader, self.write_bytes, self.token = kernel, inbox, reader, write, token
         self.conn, self.gate = conn, gate
         self.auth_ok = token is None
+        self.is_session = False  # counted among the gate's sessions
         self.write_lock = threading.Lock()
         self.closed = False
+        # This connection's own settings (capabilities, sandbox, ...) over the kernel's state.
+        self.session = Session(kernel.shared)
 
     def send(self, frame):
         data = encode(frame)
@@ -272,14 +360,20 @@ class Channel:
                 except socket.timeout:
                     self.send(auth_error("no token within %.0f s; the connection is closed" % PRE_AUTH_S))
                     return
-                given = frame.get("token", "") if frame and frame.get("type") == "auth" else ""
+                if frame is None:
+                    return  # closed (or evicted) before logging in: not a failed login
+                given = frame.get("token", "") if frame.get("type") == "auth" else ""
                 if not hmac.compare_digest(str(given).encode(), self.token.encode()):
                     if self.gate is not None:
-                        time.sleep(self.gate.failed())
+                        time.sleep(self.gate.failed(self.conn))
                     self.send(auth_error("authentication failed: a valid token is required"))
                     return
                 if self.gate is not None:
-                    self.gate.succeeded()
+                    self.is_session = self.gate.logged_in(self.conn)
+                    if not self.is_session:
+                        self.send(auth_error("too many sessions (at most %d); try again later" % MAX_CONNECTIONS))
+                        self.auth_ok = False
+                        return
                 if self.conn is not None:
                     self.conn.settimeout(None)
                 self.auth_ok = True
@@ -302,27 +396,33 @@ class Channel:
         finally:
             self.inbox.put((self, None))
             if self.gate is not None:
-                self.gate.leave()
+                self.gate.leave(self.conn, self.is_session)
             if self.conn is not None and not self.auth_ok:
                 # Refused or timed out: close now, not when the main thread gets to it.
                 close_quietly(self.conn)
 
 
 def drain(kernel, inbox, deadline=None):
-    """Runs queued frames on the calling (main) thread; returns False once a channel ended and
-    the caller should stop (headless), else True. `deadline` bounds the time spent (add-on)."""
+    """Runs queued frames on the calling (main) thread, each in its connection's session.
+    Headless (no `deadline`) it waits for frames and returns the first channel that ends; with
+    a `deadline` (the add-on's timer) it returns when the queue is empty or the time is up."""
     while True:
         try:
-            timeout = None if deadline is None else 0
-            channel, frame = inbox.get(timeout=timeout) if deadline is None else inbox.get_nowait()
+            channel, frame = inbox.get() if deadline is None else inbox.get_nowait()
         except queue.Empty:
-            return True
+            return None
         if frame is None:
             channel.closed = True
             if channel.conn is not None:
                 close_quietly(channel.conn)
-            return False
-        answer = kernel.handle(frame)
+            with kernel.lock:
+                kernel.channels.discard(channel)
+                live = {c.session.session_id for c in kernel.channels}
+            kernel.session_ended(channel.session, live)
+            if deadline is None:
+                return channel
+            continue
+        answer = kernel.handle(frame, channel.session)
         if answer is not None:
             try:
                 channel.send(answer)
@@ -334,7 +434,7 @@ def drain(kernel, inbox, deadline=None):
             except OSError:
                 channel.closed = True
         if deadline is not None and time.monotonic() >= deadline:
-            return True
+            return None
 
 
 def serve_stdio(kernel):
@@ -349,9 +449,9 @@ def serve_stdio(kernel):
         out.flush()
 
     channel = Channel(kernel, inbox, sys.stdin.buffer, write)
+    kernel.channels.add(channel)
     threading.Thread(target=channel.run, name="vibe-stdio", daemon=True).start()
-    while drain(kernel, inbox):
-        pass
+    drain(kernel, inbox)
 
 
 def listen(host, port):
@@ -364,13 +464,16 @@ def listen(host, port):
 
 def open_channel(kernel, inbox, conn, token, gate=None):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return Channel(kernel, inbox, conn.makefile("rb"), conn.sendall, token, conn=conn, gate=gate)
+    channel = Channel(kernel, inbox, conn.makefile("rb"), conn.sendall, token, conn=conn, gate=gate)
+    with kernel.lock:
+        kernel.channels.add(channel)
+    return channel
 
 
 def accept_one(server, gate):
-    """The next admitted connection, or None when the listener is closed. Descriptor
-    exhaustion is logged and waited out, never the end of the listener; connections past
-    MAX_CONNECTIONS get a clear refusal and are closed."""
+    """The next connection, or None when the listener is closed. Descriptor exhaustion is
+    logged and waited out, never the end of the listener. Past MAX_PENDING connections that
+    have not logged in, the oldest of them is told why and closed."""
     while True:
         try:
             conn, _ = server.accept()
@@ -380,46 +483,54 @@ def accept_one(server, gate):
             print("vibe-kernel: accept failed (%s); retrying" % exc, file=sys.stderr, flush=True)
             time.sleep(0.1)
             continue
-        if gate.admit():
-            return conn
-        try:
-            conn.settimeout(1.0)
-            conn.sendall(encode(auth_error("too many connections (at most %d); try again later" % MAX_CONNECTIONS)))
-        except OSError:
-            pass
-        close_quietly(conn)
+        evicted = gate.admit(conn)
+        if evicted is not None:
+            try:
+                evicted.settimeout(1.0)
+                evicted.sendall(encode(auth_error("closed: %d newer connections are waiting to log in"
+                                                  % MAX_PENDING)))
+            except OSError:
+                pass
+            close_quietly(evicted)
+        return conn
 
 
-def serve_tcp(kernel, host, port, token, once=False):
-    """Headless TCP: one session at a time, served on the main thread."""
-    server = listen(host, port)
-    print("vibe-kernel listening on %s:%d" % server.getsockname()[:2], file=sys.stderr, flush=True)
-    gate = Gatekeeper()
+def accept_forever(kernel, server, inbox, token, gate):
+    """The accept loop (a thread): each connection gets its own channel and session."""
     while True:
         conn = accept_one(server, gate)
         if conn is None:
             return
-        inbox = queue.Queue()
         channel = open_channel(kernel, inbox, conn, token, gate)
         threading.Thread(target=channel.run, name="vibe-tcp", daemon=True).start()
-        while drain(kernel, inbox):
-            pass
-        conn.close()
-        if once:
+
+
+def serve_tcp(kernel, host, port, token, once=False):
+    """Headless TCP: several connections, each its own session, their frames run one at a time
+    on the main thread in arrival order. `once` stops after the first connection ends."""
+    server = listen(host, port)
+    print("vibe-kernel listening on %s:%d" % server.getsockname()[:2], file=sys.stderr, flush=True)
+    inbox = queue.Queue()
+    threading.Thread(target=accept_forever, args=(kernel, server, inbox, token, Gatekeeper()),
+                     name="vibe-accept", daemon=True).start()
+    while True:
+        ended = drain(kernel, inbox)
+        if once and ended is not None and ended.auth_ok:
+            server.close()
             return
 
 
 def install_busy_handlers(kernel):
     """Loads and saves started by a person (GUI) make the kernel busy too."""
     def busy(*_):
-        kernel.state.busy += 1
+        kernel.shared.busy += 1
 
     def ready(*_):
-        kernel.state.busy = max(0, kernel.state.busy - 1)
+        kernel.shared.busy = max(0, kernel.shared.busy - 1)
 
     def forget(*_):
         # Loads, undo and redo reallocate datablocks: cached references must not survive them.
-        kernel.state.identity.clear()
+        kernel.shared.identity.clear()
 
     for name, fn in (("load_pre", busy), ("load_post", ready), ("save_pre", busy), ("save_post", ready),
                      ("load_post_fail", ready), ("save_post_fail", ready)):
