@@ -77,7 +77,7 @@ impl ExecuteStage {
         let idempotent = call.spec().is_some_and(|s| s.idempotent);
         let mut answer = send(call, session).await;
         let mut repeated = false;
-        if idempotent && matches!(answer, Err(TransportError::ConnectionLost(_))) {
+        if idempotent && answer.as_ref().is_err_and(TransportError::lost_in_flight) {
             // Safe to repeat: the tool declares that repeating converges.
             call.id = session.transport.next_id();
             answer = send(call, session).await;
