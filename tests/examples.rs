@@ -14,7 +14,10 @@ fn example(name: &str) -> PathBuf {
 
 #[test]
 fn quickstart_runs_an_agent_session_on_the_mock() {
+    // Its audit log goes to the temp folder: one of the test's own.
+    let temp = tempfile::tempdir().unwrap();
     let output = Command::new(example("quickstart"))
+        .env("TMPDIR", temp.path())
         .output()
         .expect("the quickstart example is built by cargo test");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -40,11 +43,16 @@ fn quickstart_runs_an_agent_session_on_the_mock() {
     }
 }
 
-/// A sandbox of the test's own: one audit log per sandbox, one writer per log.
-fn own_sandbox(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vibe-examples-{name}-{}", std::process::id()));
+/// A sandbox of the test's own: one audit log per sandbox (beside it, so inside the returned
+/// folder, which is removed when the test ends), one writer per log.
+fn own_sandbox(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let root = tempfile::Builder::new()
+        .prefix(&format!("vibe-examples-{name}-"))
+        .tempdir()
+        .unwrap();
+    let dir = root.path().join("sandbox");
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    (root, dir)
 }
 
 /// The live examples are `#[ignore = "needs VIBE_LIVE"]`; run with `--include-ignored`, a
@@ -60,10 +68,11 @@ fn live_var(var: &str) -> std::ffi::OsString {
 #[test]
 fn mcp_server_speaks_mcp_over_stdio() {
     use std::io::{BufRead, BufReader, Write};
+    let (_root, sandbox) = own_sandbox("stdio");
     let mut child = Command::new(example("mcp_server"))
         .arg("--mock")
         .arg("--sandbox")
-        .arg(own_sandbox("stdio"))
+        .arg(sandbox)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -143,11 +152,12 @@ fn mcp_server_passes_the_official_python_client() {
     // A Python with the `mcp` and `jsonschema` packages.
     let python = live_var("VIBE_MCP_PYTHON");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client_check.py");
+    let (_root, sandbox) = own_sandbox("python-client");
     let output = Command::new(python)
         .arg(script)
         .arg(example("mcp_server"))
         .arg("--sandbox")
-        .arg(own_sandbox("python-client"))
+        .arg(sandbox)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -166,7 +176,11 @@ fn live_blender_renders_a_still() {
         std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
         "live test run without VIBE_LIVE=1"
     );
-    let output = Command::new(example("live_blender")).output().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let output = Command::new(example("live_blender"))
+        .env("TMPDIR", temp.path())
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -194,7 +208,9 @@ fn live_blender_renders_a_still() {
 #[ignore = "needs VIBE_LIVE"]
 fn agent_code_runs_jailed_and_runaway_code_is_restored() {
     let python = live_var("VIBE_BPY_PYTHON");
+    let temp = tempfile::tempdir().unwrap();
     let output = Command::new(example("agent_code"))
+        .env("TMPDIR", temp.path())
         .env("VIBE_BPY_PYTHON", python)
         .output()
         .unwrap();

@@ -8,11 +8,12 @@ use serde_json::json;
 use vibe_audit::*;
 use vibe_contract::AuditPolicy;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vibe-audit-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A folder of the test's own, removed when the test ends (pass or fail).
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("vibe-audit-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn append_calls(log: &mut AuditLog, from: u64, n: u64) {
@@ -31,7 +32,7 @@ fn append_calls(log: &mut AuditLog, from: u64, n: u64) {
 #[test]
 fn the_chain_survives_restarts() {
     let dir = temp_dir("restart");
-    let path = dir.join(DEFAULT_LOG);
+    let path = dir.path().join(DEFAULT_LOG);
     let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
     append_calls(&mut log, 0, 10);
     let head = log.head().clone();
@@ -49,7 +50,7 @@ fn the_chain_survives_restarts() {
 #[test]
 fn a_torn_tail_is_cut_saved_and_recorded() {
     let dir = temp_dir("torn");
-    let path = dir.join(DEFAULT_LOG);
+    let path = dir.path().join(DEFAULT_LOG);
     let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
     append_calls(&mut log, 0, 5);
     drop(log);
@@ -76,7 +77,7 @@ fn a_torn_tail_is_cut_saved_and_recorded() {
     assert_eq!(recovered["kind"], "recovered");
     assert_eq!(recovered["detail"]["torn_bytes"], torn.len());
     assert_eq!(
-        std::fs::read(dir.join(format!("{DEFAULT_LOG}.torn-6"))).unwrap(),
+        std::fs::read(dir.path().join(format!("{DEFAULT_LOG}.torn-6"))).unwrap(),
         torn
     );
 }
@@ -84,7 +85,7 @@ fn a_torn_tail_is_cut_saved_and_recorded() {
 #[test]
 fn killing_a_writer_mid_append_loses_no_earlier_record() {
     let dir = temp_dir("kill");
-    let path = dir.join(DEFAULT_LOG);
+    let path = dir.path().join(DEFAULT_LOG);
     for round in 0..3 {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vibe-audit"))
             .args(["demo-append", path.to_str().unwrap(), "100000000"])
@@ -107,7 +108,7 @@ fn killing_a_writer_mid_append_loses_no_earlier_record() {
 #[test]
 fn a_tampered_last_record_is_refused_on_open() {
     let dir = temp_dir("tampered");
-    let path = dir.join(DEFAULT_LOG);
+    let path = dir.path().join(DEFAULT_LOG);
     let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
     append_calls(&mut log, 0, 3);
     drop(log);
@@ -182,7 +183,7 @@ proptest! {
 #[test]
 fn a_cut_tail_is_detected_against_an_anchored_head() {
     let dir = temp_dir("anchor");
-    let path = dir.join(DEFAULT_LOG);
+    let path = dir.path().join(DEFAULT_LOG);
     let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
     append_calls(&mut log, 0, 4);
     let anchored = log.head().clone();
@@ -330,7 +331,7 @@ fn rotated_files(path: &Path) -> Vec<PathBuf> {
 #[test]
 fn rotation_continues_the_chain_across_files() {
     let dir = temp_dir("rotate");
-    let path = dir.join(DEFAULT_LOG);
+    let path = dir.path().join(DEFAULT_LOG);
     let options = FileOptions {
         rotate_bytes: Some(4 * 1024),
         durability: Durability::FsyncPerBatch,
@@ -365,7 +366,7 @@ fn rotation_continues_the_chain_across_files() {
 #[test]
 fn a_second_writer_is_refused_instead_of_forking_the_chain() {
     let dir = temp_dir("two-writers");
-    let path = dir.join(DEFAULT_LOG);
+    let path = dir.path().join(DEFAULT_LOG);
     let mut first =
         AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
     append_calls(&mut first, 0, 3);
@@ -408,5 +409,4 @@ fn a_second_writer_is_refused_instead_of_forking_the_chain() {
     let report = verify_files(&[&path]).unwrap();
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.records, 5);
-    let _ = std::fs::remove_dir_all(&dir);
 }

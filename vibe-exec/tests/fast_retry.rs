@@ -156,7 +156,8 @@ async fn test_fast_retry_count_is_recorded() {
         ("b", 1, true)
     );
     assert_eq!(history.failures().len(), 1);
-    let path = std::env::temp_dir().join(format!("vibe-history-{}.jsonl", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.jsonl");
     history.export(&path).unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
 }

@@ -170,11 +170,11 @@ async fn schema_errors_name_the_field() {
 
 #[tokio::test]
 async fn the_sandbox_guard_refuses_escapes_and_strikes_turn_the_session_read_only() {
-    let dir = std::env::temp_dir().join(format!("vibe-exec-sandbox-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("sandbox");
     std::fs::create_dir_all(dir.join("renders")).unwrap();
     std::fs::create_dir_all(dir.join("HUMAN_ONLY")).unwrap();
-    let outside = std::env::temp_dir().join(format!("vibe-exec-outside-{}", std::process::id()));
+    let outside = root.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     #[cfg(unix)]
     std::os::unix::fs::symlink(&outside, dir.join("escape")).unwrap();

@@ -252,6 +252,11 @@ impl StdioTransport {
             .await
     }
 
+    /// How the child ended, once it has exited (`None` while it runs).
+    pub fn exit_report(&self) -> Option<ExitReport> {
+        self.exited.borrow().clone()
+    }
+
     /// The last `n` stderr lines, joined.
     pub fn stderr_tail(&self, n: usize) -> String {
         tail(&self.stderr, n)

@@ -33,7 +33,7 @@ use serde_json::json;
 use vibe_contract::{ToolRegistry, TransactionRole};
 use vibe_errors::{Determinism, Envelope, ErrorBody, ErrorCode};
 
-use crate::error::TransportError;
+use crate::error::{ExitReport, TransportError};
 use crate::frame::{Hello, SessionConfig, TransactionCarry};
 use crate::stdio::StdioTransport;
 use crate::transport::{Call, CodeBoundary, Transport};
@@ -289,29 +289,54 @@ impl SupervisedKernel {
     }
 
     /// Restores the last good state (checkpoint, then journal) on `kernel`; says what it is.
+    /// The transaction open afterwards is worked out on the way: a replayed `begin` saves its
+    /// scene again (the one saved when it first ran may be missing if the kernel died then).
     async fn restore_last_good(
         &self,
         kernel: &StdioTransport,
-        last: &LastGood,
+        last: &mut LastGood,
     ) -> Result<String, String> {
         let mut restored = "the factory scene (no checkpoint yet)".to_owned();
         if let Some(checkpoint) = &last.checkpoint {
             self.load(kernel, checkpoint, &last.checkpoint_tx).await?;
             restored = "the checkpoint".to_owned();
         }
-        for call in &last.journal {
+        last.transaction = last.checkpoint_tx.clone();
+        let journal = last.journal.clone();
+        for call in &journal {
             let mut again = call.clone();
             again.id = kernel.next_id();
-            match kernel.call(again).await {
-                Ok(Envelope::Ok(_)) => {}
+            let result = match kernel.call(again).await {
+                Ok(Envelope::Ok(result)) => result,
                 Ok(Envelope::Err(error)) => {
-                    return Err(format!("replaying {} failed: {}", call.tool, error.message));
+                    let tools: Vec<&str> = journal.iter().map(|c| c.tool.as_str()).collect();
+                    return Err(format!(
+                        "replaying {} failed: {} (checkpoint transaction {:?}, journal {tools:?})",
+                        call.tool,
+                        error.message,
+                        last.checkpoint_tx.as_ref().map(|t| &t.0)
+                    ));
                 }
                 Err(e) => return Err(format!("replaying {} failed: {e}", call.tool)),
+            };
+            match self
+                .registry
+                .get(&call.tool)
+                .and_then(|s| s.transaction_role())
+            {
+                Some(TransactionRole::Begin) => {
+                    let id = transaction_id(&result);
+                    let begin = self.save(kernel, last, RESTORE_DEADLINE).await?;
+                    last.transaction = Some((id, begin));
+                }
+                Some(TransactionRole::Commit | TransactionRole::Rollback) => {
+                    last.transaction = None
+                }
+                None => {}
             }
         }
-        if !last.journal.is_empty() {
-            restored = format!("{restored} and {} journaled calls", last.journal.len());
+        if !journal.is_empty() {
+            restored = format!("{restored} and {} journaled calls", journal.len());
         }
         Ok(restored)
     }
@@ -363,7 +388,7 @@ impl SupervisedKernel {
         // deadline runs meanwhile; were there one, the last good state is the state before it.)
         last.pending = None;
         let fresh = self.fresh(&last).await?;
-        let restored = self.restore_last_good(&fresh, &last).await?;
+        let restored = self.restore_last_good(&fresh, &mut last).await?;
         self.swap(seen, fresh);
         Ok(restored)
     }
@@ -415,27 +440,36 @@ impl SupervisedKernel {
             spec.transaction_role(),
             Some(TransactionRole::Commit | TransactionRole::Rollback)
         );
-        if spec.determinism == Determinism::Nondeterministic || last.journal.len() >= JOURNAL_LIMIT
-        {
-            self.checkpoint(kernel, &mut last).await?;
-        } else {
+        // Journaled first (nothing can fail before it), then the transaction, so a checkpoint
+        // taken below carries the transaction open after this call, not the one before it. If
+        // the kernel dies before the `begin` scene is saved, the replay saves it again.
+        let journaled =
+            spec.determinism != Determinism::Nondeterministic && last.journal.len() < JOURNAL_LIMIT;
+        if journaled {
             last.journal.push(call);
         }
+        if opens || closes {
+            last.transaction = None;
+        }
         if opens {
-            // The scene at `begin`, out of the kernel's reach, for kernels that take over.
-            let id = result
-                .result()
-                .and_then(|r| r.get("transaction"))
-                .and_then(|t| t.as_str())
-                .unwrap_or("tx-carried")
-                .to_owned();
+            let id = transaction_id(result.result().unwrap_or(&serde_json::Value::Null));
             let begin = self.save(kernel, &mut last, RESTORE_DEADLINE).await?;
             last.transaction = Some((id, begin));
-        } else if closes {
-            last.transaction = None;
+        }
+        if !journaled {
+            self.checkpoint(kernel, &mut last).await?;
         }
         Ok(())
     }
+}
+
+/// The id a `transaction.begin` answered with.
+fn transaction_id(result: &serde_json::Value) -> String {
+    result
+        .get("transaction")
+        .and_then(|t| t.as_str())
+        .unwrap_or("tx-carried")
+        .to_owned()
 }
 
 /// The scene agent code left becomes the last good state.
@@ -487,10 +521,36 @@ impl Transport for SupervisedKernel {
             }
         };
         let _shared = shared;
-        let (seen, kernel) = self.generation();
         let started = tokio::time::Instant::now();
         let deadline = call.deadline;
-        match kernel.call(call).await {
+        // A kernel that died between calls (killed, out of memory) is replaced, with the last
+        // good state restored, before this call; a call it refused as never sent runs once on
+        // the fresh kernel.
+        let mut attempts = 0;
+        let (seen, kernel, answer) = loop {
+            let (seen, kernel) = self.generation();
+            let answer = match kernel.exit_report() {
+                Some(report) => Err(TransportError::KernelExited(ExitReport {
+                    sent: false,
+                    ..report
+                })),
+                None => kernel.call(call.clone()).await,
+            };
+            match answer {
+                Err(TransportError::KernelExited(report)) if !report.sent && attempts == 0 => {
+                    attempts += 1;
+                    tracing::warn!(
+                        "the kernel had exited ({report}); restoring before {}",
+                        call.tool
+                    );
+                    self.replace(seen, &kernel).await.map_err(|why| {
+                        TransportError::Connect(format!("{report}; restoring failed: {why}"))
+                    })?;
+                }
+                answer => break (seen, kernel, answer),
+            }
+        };
+        match answer {
             Ok(envelope) if let Some(alone) = alone => {
                 let save_deadline = deadline
                     .saturating_sub(started.elapsed())
@@ -650,7 +710,7 @@ impl CodeBoundary for SupervisedKernel {
             .await
             .map_err(TransportError::ConnectionLost)?;
         old.kill();
-        self.restore_last_good(&fresh, &last)
+        self.restore_last_good(&fresh, &mut last)
             .await
             .map_err(TransportError::ConnectionLost)?;
         self.swap(seen, fresh);

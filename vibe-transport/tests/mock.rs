@@ -227,6 +227,28 @@ fn identity_drift_is_told_from_a_typo() {
 }
 
 #[test]
+fn an_object_made_after_a_rollback_never_passes_for_one_rolled_back() {
+    // Blender's session UIDs only grow: the object made after the rollback is a new one, so
+    // the name of the rolled-back object is simply not found, not "renamed".
+    let mut mock = MockBlender::new();
+    ok(&mut mock, "transaction.begin", json!({}));
+    ok(
+        &mut mock,
+        "object.create",
+        json!({"type": "EMPTY", "name": "C"}),
+    );
+    ok(&mut mock, "transaction.rollback", json!({}));
+    ok(
+        &mut mock,
+        "object.create",
+        json!({"type": "EMPTY", "name": "A"}),
+    );
+    let gone = err(&mut mock, "object.delete", json!({"name": "C"}));
+    assert_eq!(gone.code, ErrorCode::NotFound);
+    assert_eq!(gone.reason(), None, "{:?}", gone.details);
+}
+
+#[test]
 fn injected_exceptions_leave_no_trace_and_reach_the_console() {
     let mut mock =
         MockBlender::new().with_faults(FaultPlan::none().at(1, vibe_transport::Fault::Raise));

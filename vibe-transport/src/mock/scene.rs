@@ -259,8 +259,9 @@ pub struct Material {
     pub principled: Option<Principled>,
 }
 
-/// The whole scene.
-#[derive(Clone, Debug, PartialEq)]
+/// The whole scene. Two scenes are equal when their content is: `next_uid` is a counter
+/// that only grows (a rollback does not take it back), not content.
+#[derive(Clone, Debug)]
 pub struct Scene {
     /// The scene's name.
     pub name: String,
@@ -274,6 +275,24 @@ pub struct Scene {
     pub active: Option<String>,
     /// The next object uid.
     pub next_uid: u64,
+}
+
+impl PartialEq for Scene {
+    fn eq(&self, other: &Scene) -> bool {
+        (
+            &self.name,
+            &self.objects,
+            &self.collections,
+            &self.materials,
+            &self.active,
+        ) == (
+            &other.name,
+            &other.objects,
+            &other.collections,
+            &other.materials,
+            &other.active,
+        )
+    }
 }
 
 impl Scene {

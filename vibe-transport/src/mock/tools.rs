@@ -174,12 +174,21 @@ impl MockBlender {
         self.finish(tool, answer)
     }
 
+    /// Puts an earlier scene back. Object ids are never reused (Blender's session UIDs only
+    /// grow), so an object made later cannot pass for one the session saw before.
+    fn restore_scene(&mut self, earlier: Scene) {
+        let next_uid = self.scene.next_uid.max(earlier.next_uid);
+        self.scene = earlier;
+        self.scene.next_uid = next_uid;
+    }
+
     /// Runs a tool on a copy of the scene, then fails as if Blender raised part-way: the copy is
     /// discarded, so the scene is as it was.
     pub(super) fn execute_and_raise(&mut self, tool: &str, params: &Value) -> Envelope {
         let saved = (self.scene.clone(), self.created.clone(), self.seen.clone());
         let _ = self.dispatch(tool, params);
-        (self.scene, self.created, self.seen) = saved;
+        self.restore_scene(saved.0);
+        (self.created, self.seen) = (saved.1, saved.2);
         let raw = format!(
             "Traceback (most recent call last):\n  File \"<vibe-kernel>\", line 1, in {tool}\nRuntimeError: injected failure in {tool}; the call was rolled back"
         );
@@ -1016,7 +1025,7 @@ impl MockBlender {
             .transaction
             .take()
             .ok_or_else(|| Self::no_transaction("rollback"))?;
-        self.scene = tx.scene;
+        self.restore_scene(tx.scene);
         self.created = tx.created;
         Ok(json!({"transaction": tx.id, "rolled_back": true}))
     }
@@ -1035,14 +1044,14 @@ impl MockBlender {
             Ok(stdout) => stdout,
             Err(raw) => {
                 // Atomic: a failed run leaves nothing behind.
-                self.scene = before;
+                self.restore_scene(before);
                 return Err(ErrorBody::from_raw(ErrorCode::ExecutionFailed, raw));
             }
         };
         // The twin of the kernel's in-kernel actuator lock for code (lock.py).
         let broken = code_lock_violations(&before, &self.scene, &self.created);
         if !broken.is_empty() {
-            self.scene = before;
+            self.restore_scene(before);
             let summary: Vec<String> = broken
                 .iter()
                 .map(|(name, what)| format!("{name} {what}"))

@@ -1,0 +1,263 @@
+//! A random 200-call sequence with faults on bpy 5.0.1, beside MockBlender: every answer that
+//! is not a fault's must equal the mock's, and the final scene fingerprint must equal the
+//! mock's. The faults are real: the kernel process is sent SIGKILL between calls and while a
+//! call runs, and calls pass their deadline (a kernel stuck in a loop); the supervised kernel
+//! kills, replaces and restores. The mock gets only the calls that took effect live.
+//!
+//! Opt-in like `live.rs`: `VIBE_LIVE=1` and `VIBE_BPY_PYTHON`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vibe_transport::conformance::normalize;
+use vibe_transport::snapshot::content_fingerprint;
+use vibe_transport::{
+    Call, MockBlender, MockTransport, SessionConfig, SplitMix64, StdioOptions, SupervisedKernel,
+    Transport, kernel_factory,
+};
+
+mod support;
+use support::{live, required};
+
+const CALLS: usize = 200;
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// One step of the sequence: a call, or a fault applied to the live kernel.
+#[derive(Debug, Clone)]
+enum Step {
+    Call(&'static str, Value),
+    /// SIGKILL the kernel between calls.
+    KillIdle,
+    /// SIGKILL the kernel while this call runs.
+    KillDuring(&'static str, Value),
+    /// A call that cannot finish within its (short) deadline.
+    Stall,
+}
+
+const NAMES: [&str; 6] = ["A", "B", "C", "Cube", "Light", "Gone"];
+const COLLECTIONS: [&str; 3] = ["Collection", "Props", "Set"];
+const MATERIALS: [&str; 3] = ["Wood", "Steel", "Material"];
+
+fn pick<'a>(rng: &mut SplitMix64, items: &[&'a str]) -> &'a str {
+    items[(rng.next_u64() % items.len() as u64) as usize]
+}
+
+fn coord(rng: &mut SplitMix64) -> f64 {
+    ((rng.next_u64() % 41) as f64 - 20.0) / 4.0
+}
+
+/// A random call over the registry's scene tools, valid or not (wrong names, taken names,
+/// transactions out of order): refusals must agree too.
+fn random_call(rng: &mut SplitMix64) -> (&'static str, Value) {
+    let name = pick(rng, &NAMES);
+    match rng.next_u64() % 16 {
+        0 | 1 => {
+            let (kind, extra) = match rng.next_u64() % 3 {
+                0 => (
+                    "MESH",
+                    json!({"primitive": pick(rng, &["cube", "plane", "uv_sphere"])}),
+                ),
+                1 => ("EMPTY", json!({})),
+                _ => ("LIGHT", json!({"light_type": "POINT"})),
+            };
+            let mut params = json!({"type": kind, "name": name,
+                "location": [coord(rng), coord(rng), coord(rng)]});
+            params
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            ("object.create", params)
+        }
+        2 => ("object.delete", json!({"name": name})),
+        3 => (
+            "object.move",
+            json!({"name": name, "delta": [coord(rng), coord(rng), 0.0]}),
+        ),
+        4 => (
+            "object.rename",
+            json!({"name": name, "new_name": pick(rng, &NAMES)}),
+        ),
+        5 => (
+            "scene.create_collection",
+            json!({"name": pick(rng, &COLLECTIONS)}),
+        ),
+        6 => (
+            "object.assign_collection",
+            json!({"name": name, "collection": pick(rng, &COLLECTIONS),
+                   "mode": pick(rng, &["link", "move"])}),
+        ),
+        7 => (
+            "material.ensure_principled",
+            json!({"name": pick(rng, &MATERIALS),
+                   "base_color": [coord(rng).abs() / 5.0, 0.5, 0.25, 1.0]}),
+        ),
+        8 => (
+            "mesh.assign_material",
+            json!({"name": name, "material": pick(rng, &MATERIALS)}),
+        ),
+        9 => (
+            "modifier.add",
+            json!({"name": name, "modifier_type": pick(rng, &["BEVEL", "SUBSURF", "ARRAY"]),
+                   "levels": 1, "count": 2, "segments": 2, "width": 0.05}),
+        ),
+        10 => (
+            "modifier.remove",
+            json!({"name": name, "modifier": pick(rng, &["Bevel", "Subdivision", "Array"])}),
+        ),
+        11 => (
+            "object.set_parent",
+            json!({"name": name, "parent": pick(rng, &NAMES)}),
+        ),
+        12 => ("transaction.begin", json!({})),
+        13 => ("transaction.commit", json!({})),
+        14 => ("transaction.rollback", json!({})),
+        _ => ("object.info", json!({"name": name})),
+    }
+}
+
+fn sequence(seed: u64) -> Vec<Step> {
+    let mut rng = SplitMix64(seed);
+    (0..CALLS)
+        .map(|_| match rng.next_u64() % 100 {
+            0..=2 => Step::KillIdle,
+            3..=5 => {
+                let (tool, params) = random_call(&mut rng);
+                Step::KillDuring(tool, params)
+            }
+            6 => Step::Stall,
+            _ => {
+                let (tool, params) = random_call(&mut rng);
+                Step::Call(tool, params)
+            }
+        })
+        .collect()
+}
+
+fn session() -> SessionConfig {
+    let capabilities = ["scene.read", "scene.write", "transactions"];
+    SessionConfig {
+        session_id: "faults".into(),
+        capabilities: capabilities.into_iter().map(String::from).collect(),
+        sanity: Default::default(),
+        sandbox: None,
+        time_per_tool_ms: DEADLINE.as_millis() as u64,
+    }
+}
+
+fn sigkill(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+}
+
+/// Whether a live answer is a fault's (the call did not take effect), not the tool's.
+fn fault_answer(envelope: &vibe_errors::Envelope) -> bool {
+    match envelope {
+        vibe_errors::Envelope::Err(error) => error.details.get("kernel").is_some(),
+        vibe_errors::Envelope::Ok(_) => false,
+    }
+}
+
+async fn fingerprint(t: &dyn Transport) -> String {
+    let answer = t
+        .call(Call::new(
+            t.next_id(),
+            "scene.snapshot",
+            json!({}),
+            DEADLINE,
+        ))
+        .await
+        .unwrap();
+    content_fingerprint(answer.result().expect("a snapshot"))
+        .expect("a fingerprint")
+        .to_owned()
+}
+
+async fn run_seed(python: &std::path::Path, seed: u64) -> BTreeMap<&'static str, u64> {
+    let python = python.to_path_buf();
+    let factory = kernel_factory(move || StdioOptions::bpy_python(&python));
+    let registry = vibe_contract::blender_core_v1().unwrap().tools;
+    let live = SupervisedKernel::start(factory, registry).await.unwrap();
+    live.configure(&session()).await.unwrap();
+    let mock = MockTransport::new(MockBlender::new());
+    mock.configure(&session()).await.unwrap();
+    let mut counts = BTreeMap::new();
+    for (i, step) in sequence(seed).into_iter().enumerate() {
+        let (tool, params, short) = match step {
+            Step::KillIdle => {
+                sigkill(live.current().pid());
+                *counts.entry("killed between calls").or_default() += 1;
+                continue;
+            }
+            Step::Stall => {
+                // A deadline no Blender call can meet: the call passes it (the kernel is killed
+                // and the state before the call restored), or, rarely, answers just in time.
+                let params = json!({"type": "MESH", "primitive": "uv_sphere", "name": "Late"});
+                ("object.create", params, Some(Duration::from_millis(1)))
+            }
+            Step::KillDuring(tool, params) => {
+                let pid = live.current().pid();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    sigkill(pid);
+                });
+                *counts.entry("killed during a call").or_default() += 1;
+                (tool, params, None)
+            }
+            Step::Call(tool, params) => (tool, params, None),
+        };
+        let deadline = short.unwrap_or(DEADLINE);
+        let answer = live
+            .call(Call::new(live.next_id(), tool, params.clone(), deadline))
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed} step {i} {tool}: transport error {e}"));
+        if fault_answer(&answer) {
+            *counts
+                .entry("answered as a fault (did not take effect)")
+                .or_default() += 1;
+            continue;
+        }
+        let want = mock
+            .call(Call::new(mock.next_id(), tool, params.clone(), DEADLINE))
+            .await
+            .unwrap();
+        assert_eq!(
+            normalize(&answer),
+            normalize(&want),
+            "seed {seed} step {i}: {tool} {params} differs from MockBlender"
+        );
+        let outcome = if answer.is_ok() {
+            "ok"
+        } else {
+            "refused alike"
+        };
+        *counts.entry(outcome).or_default() += 1;
+    }
+    assert_eq!(
+        fingerprint(&live).await,
+        fingerprint(&mock).await,
+        "seed {seed}: the live scene differs from MockBlender's after {CALLS} steps"
+    );
+    *counts.entry("kernels replaced").or_default() += live.replacements();
+    live.close().await.unwrap();
+    counts
+}
+
+#[tokio::test]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_random_calls_with_faults_end_where_the_mock_does() {
+    live("bpy 5.0.1, 200 random calls with kills and deadlines");
+    let python = required("VIBE_BPY_PYTHON");
+    for seed in [7, 2026, 90210] {
+        let counts = run_seed(&python, seed).await;
+        println!("seed {seed}: {counts:?}");
+        assert!(counts.get("ok").copied().unwrap_or(0) > 50, "{counts:?}");
+        assert!(
+            counts.get("kernels replaced").copied().unwrap_or(0) > 0,
+            "{counts:?}"
+        );
+    }
+}
