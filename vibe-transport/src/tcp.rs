@@ -37,6 +37,12 @@ pub struct TcpOptions {
     pub backoff_base: Duration,
     /// The longest backoff delay.
     pub backoff_max: Duration,
+    /// When a reconnect finds another instance of the same Blender (it restarted): `false`
+    /// (the default) leaves the session lost, every call failing with
+    /// [`TransportError::KernelRestarted`]; `true` starts a fresh session on it (the last
+    /// `configure` is sent again). Either way the call that finds the restart fails with
+    /// `KernelRestarted`, so the bridge clears what it knew of the old scene.
+    pub adopt_restarted: bool,
 }
 
 impl TcpOptions {
@@ -50,6 +56,7 @@ impl TcpOptions {
             reconnect_attempts: 5,
             backoff_base: Duration::from_millis(50),
             backoff_max: Duration::from_secs(2),
+            adopt_restarted: false,
         }
     }
 
@@ -58,12 +65,20 @@ impl TcpOptions {
         self.handshake.token = Some(token.into());
         self
     }
+
+    /// Starts a fresh session on a Blender that restarted (see [`TcpOptions::adopt_restarted`]).
+    pub fn adopting_restarts(mut self) -> TcpOptions {
+        self.adopt_restarted = true;
+        self
+    }
 }
 
 /// A [`Transport`] to a kernel over TCP.
 pub struct TcpTransport {
     options: TcpOptions,
     hello: Hello,
+    /// The kernel instance the session runs on (a new one after an adopted restart).
+    instance: Mutex<Option<String>>,
     connection: RwLock<Arc<Connection>>,
     session: Mutex<Option<SessionConfig>>,
     next_id: AtomicU64,
@@ -102,6 +117,7 @@ impl TcpTransport {
         let hello = connection.hello().clone();
         Ok(TcpTransport {
             options,
+            instance: Mutex::new(hello.instance.clone()),
             hello,
             connection: RwLock::new(Arc::new(connection)),
             session: Mutex::new(None),
@@ -128,19 +144,27 @@ impl TcpTransport {
             for _ in 0..self.options.reconnect_attempts {
                 match open(&self.options).await {
                     Ok(fresh) => {
-                        if fresh.hello().instance != self.hello.instance {
-                            let name =
-                                |i: &Option<String>| i.clone().unwrap_or_else(|| "unknown".into());
-                            return Err(TransportError::KernelRestarted {
-                                old: name(&self.hello.instance),
-                                new: name(&fresh.hello().instance),
-                            });
-                        }
                         if fresh.hello().blender != self.hello.blender {
-                            return Err(TransportError::Closed(
+                            return Err(Restart::from(TransportError::Closed(
                                 "the kernel came back as another Blender; start a new session"
                                     .into(),
-                            ));
+                            )));
+                        }
+                        let known = self
+                            .instance
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .clone();
+                        if fresh.hello().instance != known {
+                            let name =
+                                |i: &Option<String>| i.clone().unwrap_or_else(|| "unknown".into());
+                            return Err(Restart {
+                                error: TransportError::KernelRestarted {
+                                    old: name(&known),
+                                    new: name(&fresh.hello().instance),
+                                },
+                                fresh: Some(fresh),
+                            });
                         }
                         return Ok(fresh);
                     }
@@ -150,23 +174,57 @@ impl TcpTransport {
                 tokio::time::sleep(delay + Duration::from_millis(jitter.next_u64() % spread)).await;
                 delay = (delay * 2).min(self.options.backoff_max);
             }
-            Err(last)
+            Err(Restart::from(last))
         };
-        let fresh = tokio::time::timeout(deadline, reconnect)
-            .await
-            .map_err(|_| TransportError::Deadline(deadline))??;
+        let fresh = match tokio::time::timeout(deadline, reconnect).await {
+            Err(_) => return Err(TransportError::Deadline(deadline)),
+            Ok(Ok(fresh)) => fresh,
+            Ok(Err(Restart { error, fresh })) => {
+                if let (true, Some(fresh)) = (self.options.adopt_restarted, fresh) {
+                    // A fresh session on the restarted Blender, for the calls after this one.
+                    let fresh = Arc::new(fresh);
+                    self.configure_on(&fresh, deadline).await?;
+                    *self.instance.lock().unwrap_or_else(|e| e.into_inner()) =
+                        fresh.hello().instance.clone();
+                    *slot = fresh;
+                }
+                return Err(error);
+            }
+        };
         let fresh = Arc::new(fresh);
+        self.configure_on(&fresh, deadline).await?;
+        *slot = Arc::clone(&fresh);
+        Ok(fresh)
+    }
+
+    /// Sends the last `configure`, if any, on a new connection.
+    async fn configure_on(
+        &self,
+        fresh: &Connection,
+        deadline: Duration,
+    ) -> Result<(), TransportError> {
         let session = self
             .session
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(session) = session {
-            let id = self.next_id();
-            fresh.configure(id, &session, deadline).await?;
+            fresh.configure(self.next_id(), &session, deadline).await?;
         }
-        *slot = Arc::clone(&fresh);
-        Ok(fresh)
+        Ok(())
+    }
+}
+
+/// Why a reconnect failed: the error, and the connection to a restarted Blender, if that is
+/// what it found.
+struct Restart {
+    error: TransportError,
+    fresh: Option<Connection>,
+}
+
+impl From<TransportError> for Restart {
+    fn from(error: TransportError) -> Restart {
+        Restart { error, fresh: None }
     }
 }
 

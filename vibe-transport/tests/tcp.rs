@@ -464,3 +464,43 @@ async fn a_restarted_blender_on_the_same_port_is_a_lost_session_not_the_old_one(
         "{again:?}"
     );
 }
+
+#[tokio::test]
+async fn an_embedder_may_adopt_a_restarted_blender_as_a_fresh_session() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let first = stoppable_kernel(listener, MockBlender::new()).await;
+    let t = TcpTransport::connect(options(addr).adopting_restarts())
+        .await
+        .unwrap();
+    let made = call(&t, "mesh.create_cube", json!({"name": "Box"}), 1000)
+        .await
+        .unwrap();
+    assert!(made.is_ok());
+    first.abort();
+    let _ = first.await;
+    let listener = TcpListener::bind(addr).await.unwrap();
+    let _second = stoppable_kernel(listener, MockBlender::new()).await;
+    // The call that finds the restart still says so: the old scene is gone.
+    let mut error = call(&t, "object.info", json!({"name": "Box"}), 2000)
+        .await
+        .unwrap_err();
+    if matches!(error, TransportError::ConnectionLost(_)) {
+        error = call(&t, "object.info", json!({"name": "Box"}), 2000)
+            .await
+            .unwrap_err();
+    }
+    assert!(
+        matches!(error, TransportError::KernelRestarted { .. }),
+        "{error:?}"
+    );
+    // Then the session goes on, fresh, on the new Blender: its factory scene, no Box.
+    let gone = call(&t, "object.info", json!({"name": "Box"}), 2000)
+        .await
+        .unwrap();
+    assert_eq!(gone.error().unwrap().code, ErrorCode::NotFound);
+    let cube = call(&t, "object.info", json!({"name": "Cube"}), 2000)
+        .await
+        .unwrap();
+    assert!(cube.is_ok());
+}
