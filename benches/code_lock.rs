@@ -182,6 +182,7 @@ impl Bench {
                 .into(),
             sanity: Default::default(),
             sandbox: Some(self.sandbox.to_string_lossy().into_owned()),
+            project_roots: Vec::new(),
             time_per_tool_ms: DEADLINE.as_millis() as u64,
         }
     }

@@ -71,6 +71,7 @@ fn session(sandbox: &Path) -> SessionConfig {
                 .to_string_lossy()
                 .into_owned(),
         ),
+        project_roots: Vec::new(),
         time_per_tool_ms: DEADLINE.as_millis() as u64,
     }
 }

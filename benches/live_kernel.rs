@@ -81,6 +81,7 @@ fn live(c: &mut Criterion) {
             .into(),
         sanity: Default::default(),
         sandbox: None,
+        project_roots: Vec::new(),
         time_per_tool_ms: 120_000,
     };
     rt.block_on(t.configure(&session)).unwrap();

@@ -20,6 +20,8 @@ pub const CAP_SCENE_WRITE: &str = "scene.write";
 pub const CAP_TRANSACTIONS: &str = "transactions";
 /// Capability: write files into the session's sandbox folder.
 pub const CAP_FILE_WRITE: &str = "file.write";
+/// Capability: open `.blend` files from the session's read-only project roots or its sandbox.
+pub const CAP_FILE_READ: &str = "file.read";
 /// Capability: render stills.
 pub const CAP_RENDER: &str = "render";
 /// Capability: run agent-written Python through the code gate.

@@ -55,7 +55,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.0.0 = blake3:daced797c11519f68ef40bb1eb008c4acfa2dbef7a11bdfa0bf78f6b2a0ce12e`
+//! `blender-core 1.0.0 = blake3:a7216f79627b217b500e9596d41766de44bd9a16416c8d42758b50e37830d11f`
 //!
 //! ## Performance
 //!
@@ -68,6 +68,7 @@
 mod confinement;
 mod contract;
 mod default_registry;
+mod effects;
 mod fingerprint;
 mod macro_registry;
 mod mcp;
@@ -82,6 +83,7 @@ pub use contract::*;
 pub use default_registry::{
     BLENDER_CORE_V1_MACROS_YAML, BLENDER_CORE_V1_TOOLS_YAML, blender_core_v1,
 };
+pub use effects::{DataKind, Effect, EffectAction};
 pub use fingerprint::{
     FINGERPRINT_PREFIX, Fingerprint, canonical_float, canonical_json, write_canonical,
 };

@@ -149,6 +149,7 @@ impl Default for BridgePolicy {
                 CAP_SCENE_WRITE,
                 CAP_TRANSACTIONS,
                 CAP_FILE_WRITE,
+                CAP_FILE_READ,
                 CAP_RENDER,
             ]
             .into_iter()

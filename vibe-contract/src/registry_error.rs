@@ -70,6 +70,17 @@ pub enum RegistryError {
         /// Its maximum.
         max: String,
     },
+    /// A declared effect lacks what its action needs, or names an argument the tool does
+    /// not take.
+    #[error("{tool}: effect {index}: {message}")]
+    InvalidEffect {
+        /// The tool.
+        tool: String,
+        /// The effect's position in `effects`.
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// A tool declares an error code this version does not know.
     #[error("{tool}: unknown error code {code:?} in error_codes")]
     UnknownErrorCode {

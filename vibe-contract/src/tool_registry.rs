@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use vibe_errors::{Determinism, ErrorCode};
 
+use crate::effects::Effect;
 use crate::fingerprint::Fingerprint;
 use crate::registry_error::RegistryError;
 use crate::schema_check::{check_strict, check_valid};
@@ -47,7 +48,7 @@ pub enum TransactionRole {
 #[serde(deny_unknown_fields)]
 pub struct ToolRequirements {
     /// Capabilities the contract must grant (`scene.read`, `scene.write`, `transactions`,
-    /// `file.write`, `render`, `code_exec`).
+    /// `file.read`, `file.write`, `render`, `code_exec`).
     #[serde(default)]
     pub capabilities: BTreeSet<String>,
     /// The oldest Blender the tool runs on.
@@ -79,6 +80,10 @@ pub struct ToolSpec {
     pub hints: ToolHints,
     /// Capabilities and Blender range.
     pub requires: ToolRequirements,
+    /// What it does to data-blocks (see [`Effect`]): the actuator lock and the record of
+    /// what the agent made follow these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<Effect>,
 }
 
 impl ToolSpec {
@@ -181,6 +186,36 @@ impl PartialEq for ToolRegistry {
     }
 }
 
+/// Each effect has what its action needs, and names only arguments the tool takes.
+fn check_effects(tool: &ToolSpec) -> Result<(), RegistryError> {
+    for (index, effect) in tool.effects.iter().enumerate() {
+        let invalid = |message: String| RegistryError::InvalidEffect {
+            tool: tool.name.clone(),
+            index,
+            message,
+        };
+        if let Some(problem) = effect.problem() {
+            return Err(invalid(problem.into()));
+        }
+        let named = [&effect.param, &effect.owner]
+            .into_iter()
+            .flatten()
+            .chain(effect.unless.keys());
+        for argument in named {
+            if tool
+                .inputs
+                .pointer(&format!("/properties/{argument}"))
+                .is_none()
+            {
+                return Err(invalid(format!(
+                    "names `{argument}`, which is not an argument"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_tool_name(name: &str) -> Result<(), RegistryError> {
     let invalid = |why: &str| RegistryError::InvalidName {
         kind: "tool",
@@ -239,6 +274,7 @@ impl ToolRegistry {
                     code: code.to_string(),
                 });
             }
+            check_effects(tool)?;
             if let Some(max) = tool.requires.blender_max
                 && max < tool.requires.blender_min
             {

@@ -364,7 +364,7 @@ fn default_negotiation_and_mcp_rendering() {
         .collect();
     assert_eq!(
         excluded,
-        ["file.save", "python.exec", "render.still"]
+        ["file.open", "file.save", "python.exec", "render.still"]
             .into_iter()
             .collect()
     );

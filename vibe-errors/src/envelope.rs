@@ -56,6 +56,11 @@ pub struct Meta {
     /// How many fast retries preceded this answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_count: Option<u32>,
+    /// What happened in Blender since the session's last answer that the session must know
+    /// (`{"event": "file_loaded", "file": ..., "transaction_dropped": ...}`); on a failure the
+    /// same list is `details.events`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Value>,
 }
 
 impl Envelope {
@@ -111,6 +116,7 @@ impl Envelope {
         merged.seed = meta.seed.or(merged.seed);
         merged.fingerprint = meta.fingerprint.or(merged.fingerprint);
         merged.retry_count = meta.retry_count.or(merged.retry_count);
+        merged.events.extend(meta.events);
         let meta_value = serde_json::to_value(merged).unwrap_or(Value::Null);
         object.insert(META_KEY.to_owned(), meta_value);
         Envelope::Ok(Value::Object(object))

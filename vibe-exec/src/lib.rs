@@ -101,7 +101,10 @@ pub mod stages;
 
 pub use phase::{CallContext, Phase, Stage};
 pub use pipeline::{Pipeline, PipelineBuilder, PipelineError, default_stages};
-pub use sandbox::{HUMAN_ONLY, MAX_PATH_BYTES, Sandbox, SandboxViolation};
+pub use sandbox::{
+    HUMAN_ONLY, MAX_PATH_BYTES, MAX_READ_PATH_BYTES, ProjectRoot, Sandbox, SandboxViolation,
+    readable_file,
+};
 pub use session::{
     CreatedRegistry, KILL_SWITCH_ENV, KernelLock, MAX_REDISCOVERY, SECURITY_STRIKES, Session,
 };

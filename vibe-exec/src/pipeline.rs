@@ -12,7 +12,7 @@ use vibe_errors::{Envelope, ErrorBody, ErrorCode, Meta, Reason};
 use vibe_transport::{SessionConfig, Transport, TransportError};
 
 use crate::phase::{CallContext, Phase, Stage};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{ProjectRoot, Sandbox, overlaps};
 use crate::session::{KernelLock, Session, lock};
 use crate::stages::*;
 
@@ -37,6 +37,14 @@ pub enum PipelineError {
     /// A stage was placed against the phase order, or named a stage that is not there.
     #[error("stage order: {0}")]
     StageOrder(String),
+    /// The sandbox and a project root overlap: agent writes would land in a read-only root.
+    #[error("the sandbox {sandbox} and the project root {root} overlap")]
+    Overlap {
+        /// The sandbox.
+        sandbox: String,
+        /// The project root.
+        root: String,
+    },
 }
 
 /// The stages every pipeline starts with, in order.
@@ -66,6 +74,7 @@ pub struct PipelineBuilder {
     transport: Arc<dyn Transport>,
     stages: Vec<Arc<dyn Stage>>,
     sandbox: Option<Sandbox>,
+    project_roots: Vec<ProjectRoot>,
     audit: Option<Arc<AuditWriter>>,
     kernel_lock: KernelLock,
 }
@@ -86,6 +95,7 @@ impl PipelineBuilder {
             transport,
             stages: default_stages(),
             sandbox: None,
+            project_roots: Vec::new(),
             audit: None,
             kernel_lock: KernelLock::default(),
         }
@@ -94,6 +104,14 @@ impl PipelineBuilder {
     /// The session's sandbox folder (without one, file-writing tools are refused).
     pub fn sandbox(mut self, sandbox: Sandbox) -> PipelineBuilder {
         self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// A read-only project root: `file.open` may open `.blend` files from it (and from the
+    /// sandbox); nothing is written into it. A kernel in a jail must be granted reads of it
+    /// too (`Jail::read_root`).
+    pub fn project_root(mut self, root: ProjectRoot) -> PipelineBuilder {
+        self.project_roots.push(root);
         self
     }
 
@@ -191,6 +209,17 @@ impl PipelineBuilder {
     /// Compiles the input validators, configures the kernel, and starts the session.
     pub async fn start(self) -> Result<Pipeline, PipelineError> {
         let validators = compile_validators(&self.agreement)?;
+        if let Some(sandbox) = &self.sandbox
+            && let Some(root) = self
+                .project_roots
+                .iter()
+                .find(|r| overlaps(r.root(), sandbox.root()))
+        {
+            return Err(PipelineError::Overlap {
+                sandbox: sandbox.root().display().to_string(),
+                root: root.root().display().to_string(),
+            });
+        }
         let contract = &self.agreement.contract;
         let config = SessionConfig {
             session_id: contract.session_id.clone(),
@@ -200,6 +229,11 @@ impl PipelineBuilder {
                 .sandbox
                 .as_ref()
                 .map(|s| s.root().display().to_string()),
+            project_roots: self
+                .project_roots
+                .iter()
+                .map(|r| r.root().display().to_string())
+                .collect(),
             time_per_tool_ms: contract.constraints.time_per_tool_ms,
         };
         if let Envelope::Err(error) = self.transport.configure(&config).await? {
@@ -212,6 +246,7 @@ impl PipelineBuilder {
             self.agreement,
             self.transport,
             self.sandbox,
+            self.project_roots,
             validators,
             self.kernel_lock,
             self.audit,

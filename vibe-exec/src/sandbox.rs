@@ -1,5 +1,5 @@
 //! Sandbox paths: every file the agent writes stays inside the session's sandbox folder and
-//! out of `HUMAN_ONLY/`.
+//! out of `HUMAN_ONLY/`; the files it opens come from a read-only project root or the sandbox.
 //!
 //! A path is checked as written and then as it resolves on disk:
 //!
@@ -102,4 +102,99 @@ impl Sandbox {
         }
         Ok(path)
     }
+}
+
+/// The longest path `file.open` accepts, in bytes.
+pub const MAX_READ_PATH_BYTES: usize = 1024;
+
+/// A read-only project root: a folder of the human's that `file.open` may open `.blend` files
+/// from, and that nothing is ever written into.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectRoot {
+    root: PathBuf,
+}
+
+impl ProjectRoot {
+    /// A project root at `root`, which must be an existing folder other than the filesystem
+    /// root; it is canonicalized once.
+    pub fn new(root: impl AsRef<Path>) -> std::io::Result<ProjectRoot> {
+        let root = std::fs::canonicalize(root)?;
+        if !root.is_dir() || root.parent().is_none() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is not a folder that can be a project root",
+                    root.display()
+                ),
+            ));
+        }
+        Ok(ProjectRoot { root })
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// Whether two folders overlap (one holds the other): a sandbox must not, or agent writes
+/// would land in a read-only root.
+pub fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// The file `file.open` may read: an absolute path to a `.blend` that, with links resolved,
+/// lies inside one of `roots` or the sandbox, and never in `HUMAN_ONLY/`.
+pub fn readable_file(
+    file: &str,
+    roots: &[ProjectRoot],
+    sandbox: Option<&Sandbox>,
+) -> Result<PathBuf, SandboxViolation> {
+    let refuse = |why: String| Err(SandboxViolation(why));
+    if file.len() > MAX_READ_PATH_BYTES || file.chars().any(char::is_control) {
+        return refuse(format!(
+            "a file path must be at most {MAX_READ_PATH_BYTES} bytes, without control characters"
+        ));
+    }
+    let path = Path::new(file);
+    if !path.is_absolute() || !file.ends_with(".blend") {
+        return refuse("give the absolute path of a .blend file".into());
+    }
+    for component in path.components() {
+        let text = component.as_os_str().to_string_lossy();
+        if text == "." || text == ".." {
+            return refuse(format!("{text:?} is not allowed in a file path"));
+        }
+        if text.eq_ignore_ascii_case(HUMAN_ONLY) {
+            return refuse(format!("{HUMAN_ONLY}/ is reserved for humans"));
+        }
+    }
+    let mut existing = path;
+    while !existing.exists() {
+        match existing.parent() {
+            Some(parent) => existing = parent,
+            None => break,
+        }
+    }
+    let canonical = std::fs::canonicalize(existing)
+        .map_err(|e| SandboxViolation(format!("cannot resolve the path: {e}")))?;
+    let resolved = canonical.join(path.strip_prefix(existing).unwrap_or(Path::new("")));
+    if resolved.components().any(|c| {
+        c.as_os_str()
+            .to_string_lossy()
+            .eq_ignore_ascii_case(HUMAN_ONLY)
+    }) {
+        return refuse(format!("the path resolves into {HUMAN_ONLY}/"));
+    }
+    let allowed = roots
+        .iter()
+        .map(ProjectRoot::root)
+        .chain(sandbox.map(Sandbox::root))
+        .any(|root| resolved.starts_with(root) && resolved != root);
+    if !allowed {
+        return refuse(
+            "the file is not inside a project root of this session or its sandbox".into(),
+        );
+    }
+    Ok(resolved)
 }

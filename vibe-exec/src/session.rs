@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use vibe_audit::{AuditWriter, Event, RecordKind};
-use vibe_contract::Agreement;
+use vibe_contract::{Agreement, DataKind};
 use vibe_transport::Transport;
 
-use crate::sandbox::Sandbox;
+use crate::sandbox::{ProjectRoot, Sandbox};
 
 /// The environment variable whose presence switches every session read-only (seed 000's kill
 /// switch). Its value does not matter.
@@ -41,54 +41,122 @@ impl KernelLock {
     }
 }
 
-/// The objects this session's agent created: the actuator lock lets it delete only these.
+/// The data-blocks this session's agent created (objects, the modifiers it added, materials
+/// and collections it made), under their current names: the actuator lock lets it remove,
+/// rename or unlink only these. Every modifier of an object the agent created is its own too.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CreatedRegistry {
-    names: BTreeSet<String>,
+    blocks: BTreeSet<Block>,
     /// The registry as it was when the open transaction began.
-    saved: Option<BTreeSet<String>>,
+    saved: Option<BTreeSet<Block>>,
+}
+
+/// One data-block: its kind, its owning object (modifiers) and its name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Block {
+    kind: DataKind,
+    owner: Option<String>,
+    name: String,
+}
+
+impl Block {
+    fn new(kind: DataKind, owner: Option<&str>, name: &str) -> Block {
+        Block {
+            kind,
+            owner: owner.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
 }
 
 impl CreatedRegistry {
-    /// A registry holding `names` (a session's own registry is kept by its pipeline).
+    /// A registry holding the objects `names` (a session's own registry is kept by its
+    /// pipeline).
     pub fn from_names<S: Into<String>>(names: impl IntoIterator<Item = S>) -> CreatedRegistry {
         CreatedRegistry {
-            names: names.into_iter().map(Into::into).collect(),
+            blocks: names
+                .into_iter()
+                .map(|n| Block::new(DataKind::Object, None, &n.into()))
+                .collect(),
             saved: None,
         }
     }
 
-    /// Whether the agent created `name` (under that name, following its own renames).
+    /// Whether the agent created the object `name` (under that name, following its renames).
     pub fn contains(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.blocks
+            .contains(&Block::new(DataKind::Object, None, name))
     }
 
-    /// The names, sorted.
+    /// Whether the data-block is the agent's: it created it, or (a modifier) its object.
+    pub fn owns(&self, kind: DataKind, owner: Option<&str>, name: &str) -> bool {
+        self.blocks.contains(&Block::new(kind, owner, name))
+            || (kind == DataKind::Modifier && owner.is_some_and(|o| self.contains(o)))
+    }
+
+    /// The names of the objects, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.names.iter().map(String::as_str)
+        self.blocks
+            .iter()
+            .filter(|b| b.kind == DataKind::Object)
+            .map(|b| b.name.as_str())
     }
 
     pub(crate) fn clear(&mut self) {
-        self.names.clear();
+        self.blocks.clear();
         self.saved = None;
     }
 
     pub(crate) fn created(&mut self, name: &str) {
-        self.names.insert(name.to_owned());
+        self.created_block(DataKind::Object, None, name);
     }
 
-    pub(crate) fn renamed(&mut self, old: &str, new: &str) {
-        if self.names.remove(old) {
-            self.names.insert(new.to_owned());
+    pub(crate) fn created_block(&mut self, kind: DataKind, owner: Option<&str>, name: &str) {
+        self.blocks.insert(Block::new(kind, owner, name));
+    }
+
+    /// A rename of one of its data-blocks (renames of others are refused by the lock); an
+    /// object's modifiers follow it.
+    pub(crate) fn renamed_block(
+        &mut self,
+        kind: DataKind,
+        owner: Option<&str>,
+        old: &str,
+        new: &str,
+    ) {
+        if !self.blocks.remove(&Block::new(kind, owner, old)) {
+            return;
+        }
+        self.blocks.insert(Block::new(kind, owner, new));
+        if kind == DataKind::Object {
+            let moved: Vec<Block> = self
+                .blocks
+                .iter()
+                .filter(|b| b.owner.as_deref() == Some(old))
+                .cloned()
+                .collect();
+            for block in moved {
+                self.blocks.remove(&block);
+                self.blocks
+                    .insert(Block::new(block.kind, Some(new), &block.name));
+            }
+        }
+    }
+
+    /// A removal; an object's modifiers go with it.
+    pub(crate) fn removed_block(&mut self, kind: DataKind, owner: Option<&str>, name: &str) {
+        self.blocks.remove(&Block::new(kind, owner, name));
+        if kind == DataKind::Object {
+            self.blocks.retain(|b| b.owner.as_deref() != Some(name));
         }
     }
 
     pub(crate) fn deleted(&mut self, name: &str) {
-        self.names.remove(name);
+        self.removed_block(DataKind::Object, None, name);
     }
 
     pub(crate) fn begin(&mut self) {
-        self.saved = Some(self.names.clone());
+        self.saved = Some(self.blocks.clone());
     }
 
     pub(crate) fn commit(&mut self) {
@@ -97,7 +165,7 @@ impl CreatedRegistry {
 
     pub(crate) fn rollback(&mut self) {
         if let Some(saved) = self.saved.take() {
-            self.names = saved;
+            self.blocks = saved;
         }
     }
 }
@@ -110,6 +178,8 @@ pub struct Session {
     pub transport: Arc<dyn Transport>,
     /// The session's sandbox folder for file writes, if it has one.
     pub sandbox: Option<Sandbox>,
+    /// The read-only project roots `file.open` may open files from.
+    pub project_roots: Vec<ProjectRoot>,
     /// Compiled input validators, one per agreed tool.
     pub(crate) validators: HashMap<String, Arc<jsonschema::Validator>>,
     read_only: AtomicBool,
@@ -139,6 +209,7 @@ impl Session {
         agreement: Arc<Agreement>,
         transport: Arc<dyn Transport>,
         sandbox: Option<Sandbox>,
+        project_roots: Vec<ProjectRoot>,
         validators: HashMap<String, Arc<jsonschema::Validator>>,
         kernel_lock: KernelLock,
         audit: Option<Arc<AuditWriter>>,
@@ -148,6 +219,7 @@ impl Session {
             agreement,
             transport,
             sandbox,
+            project_roots,
             validators,
             read_only: AtomicBool::new(read_only),
             read_only_reason: Mutex::new(

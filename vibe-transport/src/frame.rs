@@ -49,6 +49,10 @@ pub struct SessionConfig {
     /// The sandbox folder for file.save and render.still (absolute, canonical), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// Read-only project roots (absolute, canonical): `file.open` may open `.blend` files from
+    /// them (and from the sandbox); nothing is ever written into them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub project_roots: Vec<String>,
     /// The deadline of one call, in milliseconds, when a call frame gives none.
     pub time_per_tool_ms: u64,
 }

@@ -338,6 +338,7 @@ fn session(sandbox: &Path) -> SessionConfig {
         .into(),
         sanity: Default::default(),
         sandbox: Some(sandbox.to_string_lossy().into_owned()),
+        project_roots: Vec::new(),
         time_per_tool_ms: 15_000,
     }
 }

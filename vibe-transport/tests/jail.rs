@@ -194,6 +194,7 @@ mod restore {
                     .to_string_lossy()
                     .into_owned(),
             ),
+            project_roots: Vec::new(),
             time_per_tool_ms: 15_000,
         };
         assert!(kernel.configure(&session).await.unwrap().is_ok());

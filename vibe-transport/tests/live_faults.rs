@@ -141,6 +141,7 @@ fn session() -> SessionConfig {
         capabilities: capabilities.into_iter().map(String::from).collect(),
         sanity: Default::default(),
         sandbox: None,
+        project_roots: Vec::new(),
         time_per_tool_ms: DEADLINE.as_millis() as u64,
     }
 }

@@ -32,6 +32,7 @@ fn settings(id: &str, capabilities: &[&str], sandbox: Option<&std::path::Path>) 
             .collect::<BTreeSet<_>>(),
         sanity: SanityLimits::default(),
         sandbox: sandbox.map(|p| p.display().to_string()),
+        project_roots: Vec::new(),
         time_per_tool_ms: CALL.as_millis() as u64,
     }
 }

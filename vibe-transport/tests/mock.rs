@@ -154,6 +154,7 @@ fn sanity_limits_are_enforced_before_any_change() {
             ..SanityLimits::default()
         },
         sandbox: None,
+        project_roots: Vec::new(),
         time_per_tool_ms: 1000,
     });
     let before = fingerprint(&mut mock);

@@ -4,10 +4,11 @@ use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use vibe_errors::{Envelope, ErrorBody, ErrorCode, Reason};
+use vibe_contract::{EffectAction, TransactionRole};
+use vibe_errors::{Envelope, ErrorBody, ErrorCode, META_KEY, Reason};
 use vibe_transport::{Call, TransportError};
 
-use super::{BUSY_TOOLS, CREATING_TOOLS};
+use super::BUSY_TOOLS;
 use crate::phase::{CallContext, Phase, Stage};
 use crate::session::{MAX_REDISCOVERY, Session, lock};
 
@@ -156,40 +157,86 @@ impl ExecuteStage {
             .then(|| name.to_owned())
     }
 
+    /// What the answer teaches the session, from the tool's declared effects and transaction
+    /// role, and from the events the kernel reports (a file the human loaded).
     fn learn(&self, call: &CallContext, session: &Session, envelope: &Envelope) {
-        let Some(result) = envelope.result() else {
+        let events = match envelope {
+            Envelope::Ok(result) => result.get(META_KEY).and_then(|m| m.get("events")),
+            Envelope::Err(error) => error.details.get("events"),
+        };
+        for event in events.and_then(Value::as_array).into_iter().flatten() {
+            if event.get("event").and_then(Value::as_str) == Some("file_loaded") {
+                forget_the_scene(session, call, event);
+            }
+        }
+        let (Some(result), Some(spec)) = (envelope.result(), call.spec()) else {
             return;
         };
-        let tool = call.tool.as_str();
+        {
+            let mut created = lock(&session.created);
+            for effect in &spec.effects {
+                if !effect.applies(&call.params, &spec.inputs) {
+                    continue;
+                }
+                let owner = effect.owner_of(&call.params);
+                match (effect.action, effect.kind) {
+                    (EffectAction::Create, Some(kind)) => {
+                        if let Some(name) = effect.in_result(result) {
+                            created.created_block(kind, owner, name);
+                        }
+                    }
+                    (EffectAction::Rename, Some(kind)) => {
+                        if let (Some(old), Some(new)) =
+                            (effect.target(&call.params), effect.in_result(result))
+                        {
+                            created.renamed_block(kind, owner, old, new);
+                        }
+                    }
+                    (EffectAction::Remove, Some(kind)) => {
+                        if let Some(name) = effect.target(&call.params) {
+                            created.removed_block(kind, owner, name);
+                        }
+                    }
+                    (EffectAction::Load, _) => created.clear(),
+                    _ => {}
+                }
+            }
+        }
         let mut created = lock(&session.created);
-        if CREATING_TOOLS.contains(&tool) {
-            if let Some(name) = result.get("name").and_then(Value::as_str) {
-                created.created(name);
+        match spec.transaction_role() {
+            Some(TransactionRole::Begin) => {
+                created.begin();
+                session
+                    .kernel_lock
+                    .set(Some(session.session_id().to_owned()));
             }
-        } else if tool == "object.rename" {
-            if let (Some(old), Some(new)) = (
-                result.get("old_name").and_then(Value::as_str),
-                result.get("name").and_then(Value::as_str),
-            ) {
-                created.renamed(old, new);
+            Some(TransactionRole::Commit) => {
+                created.commit();
+                session.kernel_lock.set(None);
             }
-        } else if tool == "object.delete" {
-            if let Some(name) = result.get("deleted").and_then(Value::as_str) {
-                created.deleted(name);
+            Some(TransactionRole::Rollback) => {
+                created.rollback();
+                session.kernel_lock.set(None);
             }
-        } else if tool == "transaction.begin" {
-            created.begin();
-            session
-                .kernel_lock
-                .set(Some(session.session_id().to_owned()));
-        } else if tool == "transaction.commit" {
-            created.commit();
-            session.kernel_lock.set(None);
-        } else if tool == "transaction.rollback" {
-            created.rollback();
-            session.kernel_lock.set(None);
+            None => {}
         }
     }
+}
+
+/// A file was loaded in Blender (the human's, or `file.open`): what the agent made is gone
+/// with the old scene, and so is a transaction that was open. Audited.
+fn forget_the_scene(session: &Session, call: &CallContext, event: &Value) {
+    lock(&session.created).clear();
+    if event
+        .get("transaction_dropped")
+        .is_some_and(|t| !t.is_null())
+    {
+        session.kernel_lock.set(None);
+    }
+    session.audit_incident(
+        vibe_audit::RecordKind::Note,
+        json!({"event": "file_loaded", "tool": call.tool, "report": event}),
+    );
 }
 
 #[async_trait]

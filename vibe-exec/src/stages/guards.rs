@@ -5,9 +5,11 @@ use async_trait::async_trait;
 use serde_json::Value;
 use vibe_errors::{ErrorBody, ErrorCode, Reason};
 
-use super::PATH_ARGUMENTS;
+use super::{PATH_ARGUMENTS, READ_PATH_ARGUMENTS};
 use crate::phase::{CallContext, Phase, Stage};
+use crate::sandbox::readable_file;
 use crate::session::{Session, lock};
+use vibe_contract::EffectAction;
 
 /// Refuses every call while the circuit breaker is open (after a deadline was missed).
 #[derive(Debug, Default)]
@@ -185,6 +187,16 @@ impl Stage for SandboxGuard {
             };
             sandbox.resolve(path).map_err(|v| refusal(v.0))?;
         }
+        for key in READ_PATH_ARGUMENTS {
+            let Some(file) = call.params.get(key).and_then(Value::as_str) else {
+                continue;
+            };
+            readable_file(file, &session.project_roots, session.sandbox.as_ref()).map_err(|v| {
+                session.strike("sandbox");
+                ErrorBody::from_reason(Reason::Sandbox, format!("file {file:?} refused: {}", v.0))
+                    .with_detail("field", key)
+            })?;
+        }
         Ok(())
     }
 }
@@ -227,7 +239,9 @@ impl Stage for SanityGuard {
     }
 }
 
-/// Seed 000's actuator lock: the agent may delete only what it created in this session.
+/// Seed 000's actuator lock: the agent may remove, rename or unlink only the data-blocks it
+/// created in this session. Which tool does what to which data-block is declared in the
+/// registry (`effects`); property edits stay allowed.
 #[derive(Debug, Default)]
 pub struct ActuatorLock;
 
@@ -240,20 +254,45 @@ impl Stage for ActuatorLock {
         "actuator_lock"
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
-        if call.tool != "object.delete" {
+        let Some(spec) = call.spec() else {
             return Ok(());
+        };
+        for effect in &spec.effects {
+            let (Some(kind), Some(param)) = (effect.kind, effect.param.as_deref()) else {
+                continue;
+            };
+            if !effect.action.is_protected() || !effect.applies(&call.params, &spec.inputs) {
+                continue;
+            }
+            let name = effect.target(&call.params).unwrap_or_default();
+            let owner = effect.owner_of(&call.params);
+            if lock(&session.created).owns(kind, owner, name) {
+                continue;
+            }
+            let (what, whose) = match (effect.action, owner) {
+                (EffectAction::Remove, Some(owner)) => ("remove", format!(" of {owner:?}")),
+                (EffectAction::Remove, None) => ("delete", String::new()),
+                (action, Some(owner)) => (action.as_str(), format!(" of {owner:?}")),
+                (action, None) => (action.as_str(), String::new()),
+            };
+            session.audit_incident(
+                vibe_audit::RecordKind::Security,
+                serde_json::json!({"event": "actuator_lock", "tool": call.tool, "kind": kind.as_str(), "name": name, "object": owner, "rule": effect.action.as_str()}),
+            );
+            return Err(ErrorBody::from_reason(
+                Reason::ActuatorLock,
+                format!(
+                    "security block: cannot {what} {} {name:?}{whose}, which the agent did not create in this session",
+                    kind.as_str()
+                ),
+            )
+            .with_detail("field", param)
+            .with_detail("rule", effect.action.as_str())
+            .with_detail("kind", kind.as_str())
+            .with_detail("name", name)
+            .with_detail("object", owner.unwrap_or(name)));
         }
-        let name = call.str_param("name").unwrap_or_default();
-        if lock(&session.created).contains(name) {
-            return Ok(());
-        }
-        session.audit_incident(
-            vibe_audit::RecordKind::Security,
-            serde_json::json!({"event": "actuator_lock", "tool": call.tool, "object": name}),
-        );
-        Err(ErrorBody::from_reason(Reason::ActuatorLock, format!("security block: cannot delete {name:?}, an object the agent did not create in this session"))
-            .with_detail("field", "name")
-            .with_detail("object", name))
+        Ok(())
     }
 }
 

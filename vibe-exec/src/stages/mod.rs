@@ -18,10 +18,11 @@ pub use validate::{INLINE_VALIDATION_BYTES, MAX_ECHO_CHARS, SchemaStage, clip};
 pub use verify::ReadBack;
 
 /// The tools that make the kernel busy while they run (file I/O).
-pub const BUSY_TOOLS: [&str; 1] = ["file.save"];
+pub const BUSY_TOOLS: [&str; 2] = ["file.save", "file.open"];
 
-/// The tools that create an object named by their `name` argument.
-pub const CREATING_TOOLS: [&str; 3] = ["object.create", "mesh.create_cube", "mesh.create_plane"];
-
-/// The arguments that hold file paths, checked against the sandbox.
+/// The arguments that hold paths of files the agent writes, checked against the sandbox.
 pub const PATH_ARGUMENTS: [&str; 1] = ["path"];
+
+/// The arguments that hold paths of files the agent opens, checked against the project roots
+/// and the sandbox.
+pub const READ_PATH_ARGUMENTS: [&str; 1] = ["file"];

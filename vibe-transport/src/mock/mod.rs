@@ -124,6 +124,7 @@ impl MockBlender {
                 capabilities: MOCK_FEATURES.iter().map(|s| s.to_string()).collect(),
                 sanity: SanityLimits::default(),
                 sandbox: None,
+                project_roots: Vec::new(),
                 time_per_tool_ms: 15_000,
             },
             created: BTreeSet::new(),
