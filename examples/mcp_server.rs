@@ -9,7 +9,9 @@
 //!
 //! Options: `--sandbox DIR` (where file.save and render.still may write; default `mcp/sandbox`
 //! in this user's private temp folder `<temp>/vibe-<uid>`), `--audit FILE` (default `<sandbox>.vibe_audit.jsonl` beside the
-//! sandbox, one per sandbox; never inside it), `--allow-code` (offer `python.exec`).
+//! sandbox, one per sandbox; never inside it), `--project-root DIR` (repeatable: a read-only
+//! folder of the human's that `file_open` may open `.blend` files from; the jail may read it,
+//! nothing writes into it), `--allow-code` (offer `python.exec`).
 //!
 //! A headless Blender (`--blender`, `--bpy-python`) is started in the jail (Linux: bubblewrap,
 //! Landlock, seccomp, rlimits; see `vibe_transport::jail`) and supervised: a call past its
@@ -37,7 +39,7 @@ use vibe::contract::{
     Agreement, BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, blender_core_v1, negotiate,
 };
 use vibe::errors::{Envelope, ErrorBody, ErrorCode};
-use vibe::exec::{Pipeline, Sandbox};
+use vibe::exec::{Pipeline, ProjectRoot, Sandbox};
 use vibe::transport::jail::Jail;
 use vibe::transport::{
     MockBlender, MockTransport, StdioOptions, StdioTransport, SupervisedKernel, TcpOptions,
@@ -103,7 +105,7 @@ impl ServerHandler for VibeServer {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: mcp_server (--mock | --blender PATH | --bpy-python PATH | --tcp ADDR [--token-file FILE]) [--sandbox DIR] [--audit FILE] [--allow-code] [--no-jail]"
+        "usage: mcp_server (--mock | --blender PATH | --bpy-python PATH | --tcp ADDR [--token-file FILE]) [--sandbox DIR] [--project-root DIR]... [--audit FILE] [--allow-code] [--no-jail]"
     );
     std::process::exit(2)
 }
@@ -112,6 +114,14 @@ fn arg_value(args: &[String], flag: &str) -> Option<String> {
     args.iter()
         .position(|a| a == flag)
         .map(|i| args.get(i + 1).cloned().unwrap_or_else(|| usage()))
+}
+
+/// Every `--project-root DIR` given (read-only folders `file_open` may open files from).
+fn project_roots(args: &[String]) -> Vec<PathBuf> {
+    args.windows(2)
+        .filter(|w| w[0] == "--project-root")
+        .map(|w| PathBuf::from(&w[1]))
+        .collect()
 }
 
 async fn transport(
@@ -138,7 +148,9 @@ async fn transport(
             };
             return Ok(Arc::new(StdioTransport::spawn(options).await?));
         }
-        let jail = Jail::new(sandbox);
+        let jail = project_roots(args)
+            .into_iter()
+            .fold(Jail::new(sandbox), |jail, root| jail.read_root(root));
         let factory = kernel_factory(move || {
             if is_blender {
                 StdioOptions::jailed_blender(&program, &jail)
@@ -197,6 +209,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "scene.write",
         "transactions",
         "file.write",
+        "file.read",
         "render",
     ]
     .map(String::from)
@@ -265,6 +278,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .audit(Arc::clone(&audit));
     if allow_code {
         builder = builder.code_gate();
+    }
+    for root in project_roots(&args) {
+        builder = builder.project_root(ProjectRoot::new(&root)?);
     }
     let pipeline = builder.start().await?;
 

@@ -72,6 +72,36 @@ fn seccomp_programs_compile() {
 }
 
 #[test]
+fn a_project_root_is_read_only_with_its_human_only_covered() {
+    let sandbox = temp("root-sandbox");
+    let root = temp("root-project");
+    std::fs::create_dir_all(root.join("HUMAN_ONLY")).unwrap();
+    let jail = jail(&sandbox).read_root(&root);
+    let options = StdioOptions::jailed_bpy_python("/usr/bin/python3", &jail).unwrap();
+    let args: Vec<String> = options
+        .args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let root = root.to_string_lossy().into_owned();
+    let human = format!("{root}/HUMAN_ONLY");
+    assert!(
+        args.windows(3)
+            .any(|w| w[0] == "--ro-bind" && w[1] == root && w[2] == root),
+        "the root is bound read-only: {args:?}"
+    );
+    assert!(
+        !args.windows(3).any(|w| w[0] == "--bind" && w[2] == root),
+        "never writable"
+    );
+    assert!(
+        args.windows(3)
+            .any(|w| w[0] == "--ro-bind" && w[1] != human && w[2] == human),
+        "its HUMAN_ONLY is covered by an empty folder: {args:?}"
+    );
+}
+
+#[test]
 fn the_jail_covers_human_only_and_clears_the_environment() {
     let sandbox = temp("layout");
     // SAFETY of the test: a variable the bridge has must never reach the kernel.

@@ -190,6 +190,12 @@ impl Plan<'_> {
                 push(&[&"--ro-bind", root, root]);
             }
         }
+        // A project root may hold the human's HUMAN_ONLY/ too: covered like the sandbox's.
+        for root in self.read_roots.iter().filter(|r| !r.starts_with("/usr")) {
+            for human in human_only_folders(root).into_iter().filter(|h| h.is_dir()) {
+                push(&[&"--ro-bind", &self.dirs.empty, &human]);
+            }
+        }
         push(&[
             &"--ro-bind",
             &self.dirs.kernel,

@@ -115,8 +115,10 @@ impl Jail {
         self
     }
 
-    /// Another folder the kernel may read (for example a Blender installed outside `/usr`
-    /// that the jail does not find from the program's path).
+    /// Another folder the kernel may read: a project root the session opens files from
+    /// (`PipelineBuilder::project_root` in `vibe-exec`), or a Blender installed outside `/usr`
+    /// that the jail does not find from the program's path. A `HUMAN_ONLY/` folder directly in
+    /// it is covered by an empty one, as in the sandbox.
     pub fn read_root(mut self, path: impl Into<PathBuf>) -> Jail {
         self.read_roots.push(path.into());
         self
