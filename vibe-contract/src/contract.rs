@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use vibe_errors::ErrorCode;
 
 use crate::fingerprint::Fingerprint;
+use crate::tool_registry::TimeClass;
 use crate::version::BlenderVersion;
 
 /// The contract version this crate speaks.
@@ -176,8 +177,16 @@ impl SanityLimits {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Constraints {
-    /// Deadline of one tool call, in milliseconds (the main-thread deadlock deadline).
+    /// Deadline of one tool call of the `quick` time class (reads, edits, transactions, agent
+    /// code), in milliseconds: past it the call is cancelled, or its kernel killed and
+    /// replaced.
     pub time_per_tool_ms: u64,
+    /// Deadline of one call of the `file` time class (`file.save`, `file.open`), in ms.
+    #[serde(default = "default_time_file_ms")]
+    pub time_file_ms: u64,
+    /// Deadline of one call of the `render` time class (`render.still`), in ms.
+    #[serde(default = "default_time_render_ms")]
+    pub time_render_ms: u64,
     /// Memory ceiling of the Blender process, in MiB.
     pub max_memory_mib: u64,
     /// Temporary storage (transaction snapshots, renders), in MiB.
@@ -194,6 +203,8 @@ impl Default for Constraints {
     fn default() -> Self {
         Constraints {
             time_per_tool_ms: 15_000,
+            time_file_ms: default_time_file_ms(),
+            time_render_ms: default_time_render_ms(),
             max_memory_mib: 8_192,
             temp_storage_mib: 2_048,
             sanity: SanityLimits::default(),
@@ -203,11 +214,30 @@ impl Default for Constraints {
     }
 }
 
+fn default_time_file_ms() -> u64 {
+    120_000
+}
+
+fn default_time_render_ms() -> u64 {
+    600_000
+}
+
 impl Constraints {
+    /// The deadline of one call of a tool of `class`, in milliseconds.
+    pub fn deadline_ms(&self, class: TimeClass) -> u64 {
+        match class {
+            TimeClass::Quick => self.time_per_tool_ms,
+            TimeClass::File => self.time_file_ms,
+            TimeClass::Render => self.time_render_ms,
+        }
+    }
+
     /// The stricter of two constraint sets, field by field.
     pub fn tightened(&self, other: &Constraints) -> Constraints {
         Constraints {
             time_per_tool_ms: self.time_per_tool_ms.min(other.time_per_tool_ms),
+            time_file_ms: self.time_file_ms.min(other.time_file_ms),
+            time_render_ms: self.time_render_ms.min(other.time_render_ms),
             max_memory_mib: self.max_memory_mib.min(other.max_memory_mib),
             temp_storage_mib: self.temp_storage_mib.min(other.temp_storage_mib),
             sanity: self.sanity.tightened(&other.sanity),

@@ -55,7 +55,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.0.0 = blake3:a7216f79627b217b500e9596d41766de44bd9a16416c8d42758b50e37830d11f`
+//! `blender-core 1.0.0 = blake3:151a6641998ae6f197957f82ba3648025769479123ccda7a0ae3af497d63e3ec`
 //!
 //! ## Performance
 //!
@@ -93,7 +93,7 @@ pub use negotiate::{
 };
 pub use registry_error::RegistryError;
 pub use tool_registry::{
-    MAX_TOOLS, ToolHints, ToolRegistry, ToolRequirements, ToolSpec, TransactionRole,
+    MAX_TOOLS, TimeClass, ToolHints, ToolRegistry, ToolRequirements, ToolSpec, TransactionRole,
 };
 pub use version::BlenderVersion;
 

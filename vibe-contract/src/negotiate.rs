@@ -447,14 +447,26 @@ pub fn negotiate(
         .constraints
         .clone()
         .unwrap_or_else(|| policy.constraints.clone());
-    if host_constraints.time_per_tool_ms == 0 {
-        return Err(Refusal::new(
-            RefusalRule::InvalidLimit,
+    for (field, value) in [
+        (
             "constraints.time_per_tool_ms",
-            json!(0),
-            json!("at least 1"),
-            "constraints.time_per_tool_ms must be at least 1".to_owned(),
-        ));
+            host_constraints.time_per_tool_ms,
+        ),
+        ("constraints.time_file_ms", host_constraints.time_file_ms),
+        (
+            "constraints.time_render_ms",
+            host_constraints.time_render_ms,
+        ),
+    ] {
+        if value == 0 {
+            return Err(Refusal::new(
+                RefusalRule::InvalidLimit,
+                field,
+                json!(0),
+                json!("at least 1"),
+                format!("{field} must be at least 1"),
+            ));
+        }
     }
     let mut limits = host_limits.tightened(&policy.limits);
     limits.tool_surface_cap = limits.tool_surface_cap.min(MAX_TOOLS as u32);

@@ -43,6 +43,27 @@ pub enum TransactionRole {
     Rollback,
 }
 
+/// How long a tool may take: which of the contract's deadlines applies to it.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeClass {
+    /// Reads, edits, transactions, agent code: `time_per_tool_ms` (15 s by default).
+    #[default]
+    Quick,
+    /// File loads and saves: `time_file_ms` (2 min by default).
+    File,
+    /// Renders: `time_render_ms` (10 min by default).
+    Render,
+}
+
+impl TimeClass {
+    fn is_quick(&self) -> bool {
+        *self == TimeClass::Quick
+    }
+}
+
 /// What a tool needs from the session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -78,6 +99,9 @@ pub struct ToolSpec {
     pub idempotent: bool,
     /// Behaviour hints.
     pub hints: ToolHints,
+    /// Which of the contract's deadlines applies (`quick` when absent).
+    #[serde(default, skip_serializing_if = "TimeClass::is_quick")]
+    pub time_class: TimeClass,
     /// Capabilities and Blender range.
     pub requires: ToolRequirements,
     /// What it does to data-blocks (see [`Effect`]): the actuator lock and the record of

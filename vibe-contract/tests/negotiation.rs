@@ -67,9 +67,17 @@ fn limits() -> impl Strategy<Value = Limits> {
 }
 
 fn constraints() -> impl Strategy<Value = Constraints> {
-    (1u64..60_000, 1u32..8, any::<bool>(), any::<bool>()).prop_map(|(ms, levels, log_only, ro)| {
-        Constraints {
+    (
+        1u64..60_000,
+        1u64..1_000_000,
+        1u32..8,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(ms, long_ms, levels, log_only, ro)| Constraints {
             time_per_tool_ms: ms,
+            time_file_ms: long_ms,
+            time_render_ms: long_ms / 2 + 1,
             sanity: SanityLimits {
                 max_subdivision_levels: levels,
                 ..SanityLimits::default()
@@ -81,8 +89,7 @@ fn constraints() -> impl Strategy<Value = Constraints> {
             },
             read_only: ro,
             ..Constraints::default()
-        }
-    })
+        })
 }
 
 fn proposal() -> impl Strategy<Value = HostProposal> {
@@ -193,6 +200,8 @@ proptest! {
             let c = &agreement.contract.constraints;
             let hc = p.constraints.clone().unwrap_or_else(|| pol.constraints.clone());
             prop_assert!(c.time_per_tool_ms <= hc.time_per_tool_ms && c.time_per_tool_ms <= pol.constraints.time_per_tool_ms);
+            prop_assert!(c.time_file_ms <= hc.time_file_ms && c.time_file_ms <= pol.constraints.time_file_ms);
+            prop_assert!(c.time_render_ms <= hc.time_render_ms && c.time_render_ms <= pol.constraints.time_render_ms);
             prop_assert!(c.sanity.max_subdivision_levels <= hc.sanity.max_subdivision_levels.min(pol.constraints.sanity.max_subdivision_levels));
             prop_assert!(c.code_gate >= hc.code_gate && c.code_gate >= pol.constraints.code_gate);
             prop_assert!(c.read_only >= hc.read_only && c.read_only >= pol.constraints.read_only);

@@ -74,7 +74,10 @@
 //!
 //! ## Timeouts, cancellation, idempotency, concurrency
 //!
-//! Each call's deadline is the contract's `time_per_tool_ms`. A missed deadline answers
+//! Each call's deadline is the contract's deadline for the tool's time class, declared in the
+//! registry: `time_per_tool_ms` for `quick` tools (reads, edits, transactions, agent code; 15 s
+//! by default), `time_file_ms` for `file` tools (`file.save`, `file.open`; 2 min) and
+//! `time_render_ms` for `render` tools (10 min). A missed deadline answers
 //! `timeout` (reason `deadlock`, partial effects unknown) and opens the breaker;
 //! [`Pipeline::cancel`] answers `timeout` with `details.cancelled = true`. An idempotent tool
 //! whose connection dropped is sent once more (it converges); a non-idempotent one never is.

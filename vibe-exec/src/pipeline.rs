@@ -329,9 +329,23 @@ impl Pipeline {
         self.stages.iter().map(|s| (s.phase(), s.name())).collect()
     }
 
-    /// The deadline of one call, from the contract.
+    /// The deadline of one call of the `quick` time class, from the contract.
     pub fn deadline(&self) -> Duration {
         Duration::from_millis(self.session.agreement.contract.constraints.time_per_tool_ms)
+    }
+
+    /// The deadline of one call of `tool`: the contract's deadline for the tool's time class
+    /// (`quick` for a tool the contract does not know, which is refused anyway).
+    pub fn deadline_for(&self, tool: &str) -> Duration {
+        let class = self
+            .session
+            .agreement
+            .tools
+            .get(tool)
+            .map(|spec| spec.time_class)
+            .unwrap_or_default();
+        let constraints = &self.session.agreement.contract.constraints;
+        Duration::from_millis(constraints.deadline_ms(class))
     }
 
     /// A fresh call id, for [`Pipeline::call_with_id`] and [`Pipeline::cancel`].
@@ -348,7 +362,7 @@ impl Pipeline {
     pub async fn call_with_id(&self, id: u64, tool: &str, params: Value) -> Envelope {
         let session = &self.session;
         session.audit(Event::call(session.session_id(), id, tool, params.clone()));
-        let deadline = self.deadline();
+        let deadline = self.deadline_for(tool);
         let mut call = CallContext {
             id,
             tool: tool.to_owned(),

@@ -9,7 +9,7 @@ use serde_json::json;
 use support::*;
 use vibe_contract::Limits;
 use vibe_exec::stages::MAX_ECHO_CHARS;
-use vibe_transport::MockBlender;
+use vibe_transport::{MockBlender, Transport};
 
 #[tokio::test]
 async fn a_payload_past_the_limit_is_refused_before_validation() {
@@ -80,4 +80,99 @@ async fn a_large_argument_does_not_stall_a_small_call() {
         small_done < big_done,
         "the small call waited for the large one"
     );
+}
+
+/// A transport that answers `slow_tool` only after `delay` (a render or save that takes long).
+struct Slow {
+    inner: vibe_transport::MockTransport,
+    slow_tool: &'static str,
+    delay: std::time::Duration,
+}
+
+#[async_trait::async_trait]
+impl vibe_transport::Transport for Slow {
+    fn hello(&self) -> &vibe_transport::Hello {
+        self.inner.hello()
+    }
+    fn next_id(&self) -> u64 {
+        self.inner.next_id()
+    }
+    async fn configure(
+        &self,
+        session: &vibe_transport::SessionConfig,
+    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
+        self.inner.configure(session).await
+    }
+    async fn call(
+        &self,
+        call: vibe_transport::Call,
+    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
+        if call.tool == self.slow_tool {
+            match tokio::time::timeout(call.deadline, tokio::time::sleep(self.delay)).await {
+                Ok(()) => {}
+                Err(_) => return Err(vibe_transport::TransportError::Deadline(call.deadline)),
+            }
+        }
+        self.inner.call(call).await
+    }
+    async fn cancel(&self, id: u64) -> Result<(), vibe_transport::TransportError> {
+        self.inner.cancel(id).await
+    }
+    async fn close(&self) -> Result<(), vibe_transport::TransportError> {
+        self.inner.close().await
+    }
+}
+
+async fn slow_pipeline(
+    slow_tool: &'static str,
+    delay_ms: u64,
+) -> (vibe_exec::Pipeline, tempfile::TempDir) {
+    use std::sync::Arc;
+    let sandbox = tempfile::tempdir().unwrap();
+    let transport = Arc::new(Slow {
+        inner: vibe_transport::MockTransport::new(vibe_transport::MockBlender::new().with_files()),
+        slow_tool,
+        delay: std::time::Duration::from_millis(delay_ms),
+    });
+    // Reads and edits get 300 ms, file tools 3 s.
+    let constraints = vibe_contract::Constraints {
+        time_per_tool_ms: 300,
+        time_file_ms: 3_000,
+        ..Default::default()
+    };
+    let agreement = agreement_for(
+        transport.hello(),
+        "deadlines",
+        Some(constraints),
+        &["file.write"],
+    );
+    let dyn_transport: Arc<dyn vibe_transport::Transport> = transport;
+    let pipeline = vibe_exec::Pipeline::builder(agreement, dyn_transport)
+        .sandbox(vibe_exec::Sandbox::new(sandbox.path()).unwrap())
+        .start()
+        .await
+        .unwrap();
+    (pipeline, sandbox)
+}
+
+#[tokio::test]
+async fn each_tool_gets_the_deadline_of_its_time_class() {
+    // A save that takes 1 s completes under the file class's 3 s...
+    let (p, _sandbox) = slow_pipeline("file.save", 1_000).await;
+    assert_eq!(
+        p.deadline_for("file.save"),
+        std::time::Duration::from_millis(3_000)
+    );
+    assert_eq!(
+        p.deadline_for("object.info"),
+        std::time::Duration::from_millis(300)
+    );
+    let saved = p.call("file.save", json!({"path": "scene.blend"})).await;
+    assert!(saved.is_ok(), "{saved:?}");
+    // ...while a read that takes as long is past the quick class's 300 ms.
+    let (p, _sandbox) = slow_pipeline("object.info", 1_000).await;
+    let late = p.call("object.info", json!({"name": "Cube"})).await;
+    let error = late.error().expect("the read passed its deadline");
+    assert_eq!(error.code, vibe_errors::ErrorCode::Timeout, "{error:?}");
+    assert_eq!(error.details["deadline_ms"], 300, "{error:?}");
 }

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 10] = [
+pub const KERNEL_FILES: [(&str, &str); 11] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -52,6 +52,10 @@ pub const KERNEL_FILES: [(&str, &str); 10] = [
     (
         "vibe_kernel/envelope.py",
         include_str!("../kernel/vibe_kernel/envelope.py"),
+    ),
+    (
+        "vibe_kernel/files.py",
+        include_str!("../kernel/vibe_kernel/files.py"),
     ),
     (
         "vibe_kernel/lock.py",

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use vibe_contract::SanityLimits;
 use vibe_errors::{Envelope, ErrorCode, Reason};
-use vibe_transport::mock::{MockBlender, Object, ObjectData, ObjectType};
+use vibe_transport::mock::{MockBlender, Modifier, Object, ObjectData, ObjectType, Scene};
 use vibe_transport::{FaultPlan, SessionConfig, snapshot};
 
 fn ok(mock: &mut MockBlender, tool: &str, params: Value) -> Value {
@@ -423,4 +423,625 @@ fn snapshot_is_sealed_with_indices_and_stable_fingerprints() {
     let old_snap = ok(&mut older, "scene.snapshot", json!({}));
     assert_eq!(old_snap["content_fingerprint"], snap["content_fingerprint"]);
     assert_ne!(old_snap["fingerprint"], snap["fingerprint"]);
+}
+
+// ---------------------------------------------------------------- the actuator lock, typed tools
+
+/// The error of a refused call, checked to be the actuator lock's and to change nothing.
+fn locked(mock: &mut MockBlender, tool: &str, params: Value) -> vibe_errors::ErrorBody {
+    let before = fingerprint(mock);
+    let e = err(mock, tool, params);
+    assert_eq!(e.code, ErrorCode::ContractViolation, "{tool}: {e:?}");
+    assert_eq!(e.reason(), Some(Reason::ActuatorLock), "{tool}: {e:?}");
+    assert!(e.message.starts_with("security block: cannot "), "{e:?}");
+    assert_eq!(
+        fingerprint(mock),
+        before,
+        "a refused {tool} changes nothing"
+    );
+    e
+}
+
+/// `details` without the guidance every error carries (class, retryable, recovery).
+fn lock_details(e: &vibe_errors::ErrorBody) -> Value {
+    let mut details = e.details.clone();
+    for key in ["class", "retryable", "recovery"] {
+        details.remove(key);
+    }
+    Value::Object(details)
+}
+
+#[test]
+fn the_humans_objects_cannot_be_renamed_deleted_or_moved_out_of_their_collections() {
+    let mut mock = MockBlender::new();
+    ok(
+        &mut mock,
+        "scene.create_collection",
+        json!({"name": "Props"}),
+    );
+    let e = locked(
+        &mut mock,
+        "object.rename",
+        json!({"name": "Cube", "new_name": "Box"}),
+    );
+    assert_eq!(
+        lock_details(&e),
+        json!({"reason": "actuator_lock", "rule": "rename", "kind": "object", "name": "Cube", "field": "name"})
+    );
+    assert_eq!(
+        e.message,
+        "security block: cannot rename object \"Cube\", which the agent did not create in this session"
+    );
+    let e = locked(&mut mock, "object.delete", json!({"name": "Camera"}));
+    assert_eq!(
+        lock_details(&e),
+        json!({"reason": "actuator_lock", "rule": "remove", "kind": "object", "name": "Camera", "field": "name"})
+    );
+    assert_eq!(
+        e.message,
+        "security block: cannot delete object \"Camera\", which the agent did not create in this session"
+    );
+    let e = locked(
+        &mut mock,
+        "object.assign_collection",
+        json!({"name": "Light", "collection": "Props", "mode": "move"}),
+    );
+    assert_eq!(
+        lock_details(&e),
+        json!({"reason": "actuator_lock", "rule": "unlink", "kind": "object", "name": "Light", "field": "name"})
+    );
+    // "move" is the default mode.
+    let e = locked(
+        &mut mock,
+        "object.assign_collection",
+        json!({"name": "Light", "collection": "Props"}),
+    );
+    assert_eq!(e.details["rule"], "unlink");
+    assert_eq!(mock.scene().objects["Light"].collections, ["Collection"]);
+}
+
+#[test]
+fn link_and_property_edits_stay_allowed_on_the_humans_objects() {
+    let mut mock = MockBlender::new();
+    ok(
+        &mut mock,
+        "scene.create_collection",
+        json!({"name": "Props"}),
+    );
+    let linked = ok(
+        &mut mock,
+        "object.assign_collection",
+        json!({"name": "Cube", "collection": "Props", "mode": "link"}),
+    );
+    assert_eq!(linked["collections"], json!(["Collection", "Props"]));
+    ok(
+        &mut mock,
+        "object.move",
+        json!({"name": "Cube", "delta": [1, 0, 0]}),
+    );
+    ok(
+        &mut mock,
+        "object.set_transform",
+        json!({"name": "Cube", "scale": [2, 2, 2]}),
+    );
+    ok(
+        &mut mock,
+        "object.set_parent",
+        json!({"name": "Camera", "parent": "Cube"}),
+    );
+    ok(
+        &mut mock,
+        "material.ensure_principled",
+        json!({"name": "Red"}),
+    );
+    ok(
+        &mut mock,
+        "mesh.assign_material",
+        json!({"name": "Cube", "material": "Red", "slot": 1}),
+    );
+    ok(
+        &mut mock,
+        "modifier.add",
+        json!({"name": "Cube", "modifier_type": "BEVEL"}),
+    );
+    ok(
+        &mut mock,
+        "selection.set_active_object",
+        json!({"name": "Light"}),
+    );
+}
+
+#[test]
+fn the_agents_own_objects_are_free() {
+    let mut mock = MockBlender::new();
+    ok(
+        &mut mock,
+        "scene.create_collection",
+        json!({"name": "Props"}),
+    );
+    ok(&mut mock, "mesh.create_cube", json!({"name": "Box"}));
+    ok(&mut mock, "mesh.create_plane", json!({"name": "Floor"}));
+    ok(
+        &mut mock,
+        "object.create",
+        json!({"name": "Lamp", "type": "LIGHT"}),
+    );
+    let renamed = ok(
+        &mut mock,
+        "object.rename",
+        json!({"name": "Box", "new_name": "Crate"}),
+    );
+    assert_eq!(renamed["name"], "Crate");
+    let moved = ok(
+        &mut mock,
+        "object.assign_collection",
+        json!({"name": "Crate", "collection": "Props"}),
+    );
+    assert_eq!(moved["collections"], json!(["Props"]));
+    ok(
+        &mut mock,
+        "object.assign_collection",
+        json!({"name": "Floor", "collection": "Props", "mode": "move"}),
+    );
+    for name in ["Crate", "Floor", "Lamp"] {
+        assert_eq!(
+            ok(&mut mock, "object.delete", json!({"name": name})),
+            json!({"deleted": name})
+        );
+    }
+}
+
+#[test]
+fn a_missing_name_stays_not_found_and_the_lock_comes_before_the_other_checks() {
+    let mut mock = MockBlender::new();
+    for (tool, params, field) in [
+        (
+            "object.rename",
+            json!({"name": "Nope", "new_name": "X"}),
+            "name",
+        ),
+        ("object.delete", json!({"name": "Nope"}), "name"),
+        (
+            "object.assign_collection",
+            json!({"name": "Nope", "collection": "Collection"}),
+            "name",
+        ),
+        (
+            "object.assign_collection",
+            json!({"name": "Cube", "collection": "Nope"}),
+            "collection",
+        ),
+        (
+            "modifier.remove",
+            json!({"name": "Nope", "modifier_name": "Bevel"}),
+            "name",
+        ),
+        (
+            "modifier.remove",
+            json!({"name": "Cube", "modifier_name": "Nothing"}),
+            "modifier_name",
+        ),
+    ] {
+        let e = err(&mut mock, tool, params.clone());
+        assert_eq!(e.code, ErrorCode::NotFound, "{tool} {params}");
+        assert_eq!(e.details["field"], field, "{tool} {params}");
+        assert_eq!(e.reason(), None, "{tool} {params}");
+    }
+    // name_taken would refuse this rename, children this delete: the lock speaks first.
+    let e = locked(
+        &mut mock,
+        "object.rename",
+        json!({"name": "Cube", "new_name": "Camera"}),
+    );
+    assert_eq!(e.details["rule"], "rename");
+    ok(
+        &mut mock,
+        "object.set_parent",
+        json!({"name": "Camera", "parent": "Cube"}),
+    );
+    let e = locked(&mut mock, "object.delete", json!({"name": "Cube"}));
+    assert_eq!(e.details["rule"], "remove");
+    // A bad mode is still a bad argument (the rule depends on it).
+    let e = err(
+        &mut mock,
+        "object.assign_collection",
+        json!({"name": "Cube", "collection": "Collection", "mode": "steal"}),
+    );
+    assert_eq!(e.code, ErrorCode::InvalidArguments);
+}
+
+#[test]
+fn a_modifier_the_agent_did_not_add_cannot_be_removed() {
+    let mut mock = MockBlender::new();
+    // As a person would: an Armature modifier on the human's Cube.
+    mock.scene_mut()
+        .objects
+        .get_mut("Cube")
+        .unwrap()
+        .modifiers
+        .push(Modifier::with_defaults("Armature".into(), "ARMATURE"));
+    let e = locked(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Cube", "modifier_name": "Armature"}),
+    );
+    assert_eq!(
+        lock_details(&e),
+        json!({"reason": "actuator_lock", "rule": "remove", "kind": "modifier", "name": "Armature",
+               "object": "Cube", "field": "modifier_name"})
+    );
+    assert_eq!(
+        e.message,
+        "security block: cannot remove modifier \"Armature\" of \"Cube\", which the agent did not add in this session"
+    );
+    // The agent's modifiers are free on any object, under the name Blender gave them.
+    ok(
+        &mut mock,
+        "modifier.add",
+        json!({"name": "Cube", "modifier_type": "BEVEL"}),
+    );
+    ok(
+        &mut mock,
+        "modifier.add",
+        json!({"name": "Cube", "modifier_type": "BEVEL"}),
+    );
+    ok(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Cube", "modifier_name": "Bevel.001"}),
+    );
+    let left = ok(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Cube", "modifier_name": "Bevel"}),
+    );
+    assert_eq!(
+        left["modifiers"],
+        json!([{"name": "Armature", "type": "ARMATURE"}])
+    );
+    // Every modifier of an object the agent made is the agent's, whoever added it.
+    ok(&mut mock, "mesh.create_cube", json!({"name": "Box"}));
+    mock.scene_mut()
+        .objects
+        .get_mut("Box")
+        .unwrap()
+        .modifiers
+        .push(Modifier::with_defaults("Mirror".into(), "MIRROR"));
+    let bare = ok(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Box", "modifier_name": "Mirror"}),
+    );
+    assert_eq!(bare["modifiers"], json!([]));
+}
+
+fn configure(
+    mock: &mut MockBlender,
+    session_id: &str,
+    sandbox: Option<&str>,
+    roots: &[&str],
+) -> Envelope {
+    mock.configure(&SessionConfig {
+        session_id: session_id.into(),
+        capabilities: [
+            "scene.read",
+            "scene.write",
+            "transactions",
+            "file.read",
+            "file.write",
+        ]
+        .map(String::from)
+        .into(),
+        sanity: SanityLimits::default(),
+        sandbox: sandbox.map(String::from),
+        project_roots: roots.iter().map(|r| r.to_string()).collect(),
+        time_per_tool_ms: 1000,
+    })
+}
+
+#[test]
+fn the_modifier_record_is_the_sessions_follows_the_object_and_rolls_back() {
+    let mut mock = MockBlender::new();
+    configure(&mut mock, "agent", None, &[]);
+    ok(
+        &mut mock,
+        "modifier.add",
+        json!({"name": "Cube", "modifier_type": "ARRAY"}),
+    );
+    // A person renames the object: the record follows it.
+    mock.scene_mut().rename_object("Cube", "Hero");
+    configure(&mut mock, "other", None, &[]);
+    let e = locked(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Hero", "modifier_name": "Array"}),
+    );
+    assert_eq!(e.details["object"], "Hero");
+    configure(&mut mock, "agent", None, &[]);
+    locked(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Hero", "modifier_name": "Array"}),
+    );
+    // Rollback: the record as it was at begin.
+    ok(
+        &mut mock,
+        "modifier.add",
+        json!({"name": "Hero", "modifier_type": "BEVEL"}),
+    );
+    ok(&mut mock, "transaction.begin", json!({}));
+    ok(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Hero", "modifier_name": "Bevel"}),
+    );
+    ok(&mut mock, "transaction.rollback", json!({}));
+    ok(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Hero", "modifier_name": "Bevel"}),
+    );
+    // Removed is forgotten: a person's modifier of that name later is the person's.
+    mock.scene_mut()
+        .objects
+        .get_mut("Hero")
+        .unwrap()
+        .modifiers
+        .push(Modifier::with_defaults("Bevel".into(), "BEVEL"));
+    locked(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Hero", "modifier_name": "Bevel"}),
+    );
+}
+
+// ---------------------------------------------------------------- files and project roots
+
+const SANDBOX: &str = "/work/sandbox";
+const PROJECT: &str = "/work/project";
+
+/// A `.blend` a person made: the factory scene and a Statue with a Bevel.
+fn human_scene() -> Scene {
+    let mut scene = Scene::default_startup();
+    let mut statue = Object::new(
+        scene.next_uid,
+        "Statue",
+        ObjectType::Mesh,
+        ObjectData::Mesh(vibe_transport::mock::primitive_counts("cube").unwrap()),
+        "Collection",
+    );
+    statue
+        .modifiers
+        .push(Modifier::with_defaults("Bevel".into(), "BEVEL"));
+    scene.next_uid += 1;
+    scene.objects.insert("Statue".into(), statue);
+    scene
+}
+
+fn with_files() -> MockBlender {
+    let mut mock = MockBlender::new().with_files();
+    assert!(configure(&mut mock, "agent", Some(SANDBOX), &[PROJECT]).is_ok());
+    mock.add_file(&format!("{PROJECT}/scene.blend"), human_scene());
+    mock.add_file(&format!("{PROJECT}/HUMAN_ONLY/h.blend"), human_scene());
+    mock.add_file("/work/outside/x.blend", human_scene());
+    mock.add_file("/work/project-evil/x.blend", human_scene());
+    mock
+}
+
+fn refused_file(mock: &mut MockBlender, file: &str) -> vibe_errors::ErrorBody {
+    let before = fingerprint(mock);
+    let e = err(mock, "file.open", json!({"file": file}));
+    assert_eq!(e.code, ErrorCode::ContractViolation, "{file}: {e:?}");
+    assert_eq!(e.reason(), Some(Reason::Sandbox), "{file}: {e:?}");
+    assert_eq!(e.details["field"], "file", "{file}");
+    assert_eq!(fingerprint(mock), before, "{file}");
+    e
+}
+
+#[test]
+fn file_open_loads_a_blend_from_a_project_root_and_everything_in_it_is_the_humans() {
+    let mut mock = with_files();
+    assert!(
+        ["file.read", "file.write"]
+            .iter()
+            .all(|f| mock.hello().blender.features.contains(*f))
+    );
+    ok(&mut mock, "mesh.create_cube", json!({"name": "Box"}));
+    ok(
+        &mut mock,
+        "modifier.add",
+        json!({"name": "Cube", "modifier_type": "BEVEL"}),
+    );
+    ok(&mut mock, "object.info", json!({"name": "Cube"}));
+    let file = format!("{PROJECT}/scene.blend");
+    let opened = ok(&mut mock, "file.open", json!({"file": file}));
+    assert_eq!(
+        opened,
+        json!({"file": file, "scene": "Scene", "objects": 4,
+               "_meta": {"events": [{"event": "file_loaded", "file": "scene.blend", "transaction_dropped": null}]}})
+    );
+    assert!(
+        !mock.scene().objects.contains_key("Box"),
+        "the old scene is gone"
+    );
+    assert!(mock.scene().objects.contains_key("Statue"));
+    let status = ok(&mut mock, "kernel.status", json!({}));
+    assert_eq!(status["file"], "scene.blend");
+    for name in ["Statue", "Cube"] {
+        let audit = ok(&mut mock, "object.audit_identity", json!({"name": name}));
+        assert_eq!(audit["created_by_agent"], false);
+    }
+    locked(&mut mock, "object.delete", json!({"name": "Statue"}));
+    locked(
+        &mut mock,
+        "modifier.remove",
+        json!({"name": "Statue", "modifier_name": "Bevel"}),
+    );
+    // The old scene's Cube (uid 1, seen above) is not this Cube: a load makes new data-blocks.
+    assert!(mock.scene().objects.values().all(|o| o.uid > 4));
+    assert_eq!(
+        mock.file(&file).unwrap().objects["Statue"].uid,
+        4,
+        "the file itself is unchanged"
+    );
+}
+
+#[test]
+fn file_open_is_refused_outside_the_roots_and_the_sandbox() {
+    let mut mock = with_files();
+    for file in [
+        "/work/outside/x.blend",
+        "/work/project-evil/x.blend",
+        "/work/project/../outside/x.blend",
+        "scene.blend",
+        "project/scene.blend",
+        "/work/project/notes.txt",
+        "/work/project",
+        "/work/x.blend",
+        "/x.blend",
+    ] {
+        refused_file(&mut mock, file);
+    }
+    for file in [
+        "/work/project/HUMAN_ONLY/h.blend",
+        "/work/project/human_only/h.blend",
+        "/work/project/sub/Human_Only./h.blend",
+        "/work/project/HUMAN_ONLY/../scene.blend",
+    ] {
+        let e = refused_file(&mut mock, file);
+        assert!(e.message.contains("HUMAN_ONLY"), "{file}: {}", e.message);
+    }
+    let e = err(
+        &mut mock,
+        "file.open",
+        json!({"file": "/work/project/missing.blend"}),
+    );
+    assert_eq!(e.code, ErrorCode::NotFound);
+    assert_eq!(e.details["field"], "file");
+    // A path that stays inside after `..` is inside.
+    ok(
+        &mut mock,
+        "file.open",
+        json!({"file": "/work/project/sub/../scene.blend"}),
+    );
+    // No roots and no sandbox: nothing opens.
+    assert!(configure(&mut mock, "agent", None, &[]).is_ok());
+    refused_file(&mut mock, "/work/project/scene.blend");
+    // Without files offered, file.open is not there at all.
+    let mut plain = MockBlender::new();
+    assert_eq!(
+        err(
+            &mut plain,
+            "file.open",
+            json!({"file": "/work/project/scene.blend"})
+        )
+        .code,
+        ErrorCode::CapabilityMissing
+    );
+}
+
+#[test]
+fn file_open_is_refused_while_a_transaction_is_open() {
+    let mut mock = with_files();
+    ok(&mut mock, "transaction.begin", json!({}));
+    let e = err(
+        &mut mock,
+        "file.open",
+        json!({"file": "/work/project/scene.blend"}),
+    );
+    assert_eq!(e.code, ErrorCode::ContractViolation);
+    assert_eq!(
+        (
+            e.details["rule"].as_str(),
+            e.details["transaction"].as_str()
+        ),
+        (Some("transaction_open"), Some("tx-1"))
+    );
+    ok(&mut mock, "transaction.commit", json!({}));
+    ok(
+        &mut mock,
+        "file.open",
+        json!({"file": "/work/project/scene.blend"}),
+    );
+}
+
+#[test]
+fn file_save_keeps_the_scene_in_the_sandbox_and_file_open_loads_it_back() {
+    let mut mock = with_files();
+    ok(&mut mock, "mesh.create_cube", json!({"name": "Box"}));
+    let saved = ok(&mut mock, "file.save", json!({"path": "out/a.blend"}));
+    assert_eq!(saved["path"], "out/a.blend");
+    assert!(saved["bytes"].as_u64().unwrap() > 0);
+    assert!(mock.file("/work/sandbox/out/a.blend").is_some());
+    ok(&mut mock, "object.delete", json!({"name": "Box"}));
+    for bad in [
+        "../x.blend",
+        "/tmp/x.blend",
+        "HUMAN_ONLY/x.blend",
+        "human_only/x.blend",
+        "a/../../x.blend",
+        "a//x.blend",
+    ] {
+        let e = err(&mut mock, "file.save", json!({"path": bad}));
+        assert_eq!(e.reason(), Some(Reason::Sandbox), "{bad}");
+        assert_eq!(e.details["field"], "path", "{bad}");
+    }
+    let opened = ok(
+        &mut mock,
+        "file.open",
+        json!({"file": "/work/sandbox/out/a.blend"}),
+    );
+    assert_eq!(opened["objects"], 4);
+    assert_eq!(
+        ok(&mut mock, "object.audit_identity", json!({"name": "Box"}))["created_by_agent"],
+        false,
+        "loaded: the human's"
+    );
+    assert_eq!(ok(&mut mock, "kernel.status", json!({}))["file"], "a.blend");
+    // A save is a copy: the open file's name stays.
+    ok(&mut mock, "file.save", json!({"path": "b.blend"}));
+    assert_eq!(ok(&mut mock, "kernel.status", json!({}))["file"], "a.blend");
+}
+
+#[test]
+fn configure_refuses_bad_folders_and_a_sandbox_that_overlaps_a_project_root() {
+    let mut mock = with_files();
+    for (sandbox, roots) in [
+        (Some("relative/sandbox"), vec![]),
+        (Some("/"), vec![]),
+        (None, vec!["relative/root"]),
+        (None, vec!["/"]),
+        (Some("/work/project/sub"), vec![PROJECT]),
+        (Some(SANDBOX), vec!["/work"]),
+        (Some(PROJECT), vec![PROJECT]),
+    ] {
+        let answer = configure(&mut mock, "agent", sandbox, &roots);
+        let e = answer
+            .error()
+            .unwrap_or_else(|| panic!("{sandbox:?} {roots:?} accepted"));
+        assert_eq!(e.code, ErrorCode::InvalidArguments);
+        assert_eq!(e.details["field"], "session");
+    }
+    // The earlier settings are kept.
+    ok(&mut mock, "file.save", json!({"path": "kept.blend"}));
+    assert!(mock.file("/work/sandbox/kept.blend").is_some());
+    ok(
+        &mut mock,
+        "file.open",
+        json!({"file": "/work/project/scene.blend"}),
+    );
+    assert!(
+        configure(
+            &mut mock,
+            "agent",
+            Some(SANDBOX),
+            &[PROJECT, "/work/outside"]
+        )
+        .is_ok()
+    );
+    ok(
+        &mut mock,
+        "file.open",
+        json!({"file": "/work/outside/x.blend"}),
+    );
 }

@@ -50,18 +50,21 @@ def register():
     threading.Thread(target=wire.accept_forever, args=(kernel, server, inbox, token, wire.Gatekeeper()),
                      name="vibe-accept", daemon=True).start()
     bpy.app.timers.register(tick, persistent=True)
-    _server = (server, tick)
+    _server = (server, tick, kernel)
     print("vibe-kernel add-on listening on 127.0.0.1:%d" % port)
 
 
 def unregister():
     import bpy
 
+    from . import wire
+
     global _server
     if _server is not None:
-        server, tick = _server
+        server, tick, kernel = _server
         if bpy.app.timers.is_registered(tick):
             bpy.app.timers.unregister(tick)
+        wire.remove_handlers(kernel)  # persistent: they would outlive the add-on
         try:
             server.close()
         except OSError:

@@ -1,14 +1,109 @@
-"""The actuator lock for agent code: what every object is, and what agent code did to the
-objects the agent did not create.
+"""The actuator lock: what the agent may not do to data-blocks it did not make.
 
-The rule (seed 000): after agent code ran, every object the agent did not create still exists
-under its name, linked into the same scene collections, with its own object data. Property
-edits stay allowed. The bridge applies the same rule as a boundary, on a fresh kernel that
-loaded the scene the code left (agent code can rewrite anything in its own process); here it
-is the cheaper in-kernel check, a filter: code that disarms this module, or marks another
-object as its own through the `vibe_created_by` property, passes it."""
+A data-block is the agent's when this session made it: an object made by object.create,
+mesh.create_cube or mesh.create_plane (tagged with CREATED_PROP = the session id), a modifier
+added by modifier.add (in the kernel's record, `Shared.modifiers`), and every modifier of an
+object of the agent's. Property edits stay allowed everywhere.
+
+Typed tools (`refuse_object`, `refuse_modifier`): object.rename, object.delete, object.assign_collection
+with mode "move", and modifier.remove are refused on a data-block that is not the agent's, after
+the names are resolved and before the tool's other checks. The refusal is contract_violation
+with reason actuator_lock and `rule` remove / rename / unlink.
+
+Agent code (`inventory`, `violations`; seed 000): after agent code ran, every object the agent did not
+create still exists under its name, linked into the same scene collections, with its own object
+data. The bridge applies the same rule as a boundary, on a fresh kernel that loaded the scene the
+code left (agent code can rewrite anything in its own process); here it is the cheaper in-kernel
+check, a filter: code that disarms this module, or marks another object as its own through the
+`vibe_created_by` property, passes it."""
 
 import bpy
+
+from .envelope import Refusal
+
+CREATED_PROP = "vibe_created_by"
+
+
+# ---------------------------------------------------------------- whose is it
+
+def created_by_agent(k, obj):
+    """Whether this session made `obj` (a linked object never is: its tag cannot be taken off)."""
+    return obj.library is None and obj.get(CREATED_PROP) == k.state.session_id
+
+
+def modifier_is_agents(k, obj, name):
+    return created_by_agent(k, obj) or k.state.modifiers.get((obj.as_pointer(), name)) == k.state.session_id
+
+
+def record_modifier(k, obj, name):
+    k.state.modifiers[(obj.as_pointer(), name)] = k.state.session_id
+
+
+def forget_modifier(k, obj, name):
+    k.state.modifiers.pop((obj.as_pointer(), name), None)
+
+
+def forget_object(k, obj):
+    """Before `obj` is removed: a later object at the same address must not inherit its record."""
+    pointer = obj.as_pointer()
+    for key in [key for key in k.state.modifiers if key[0] == pointer]:
+        del k.state.modifiers[key]
+
+
+def modifiers_by_name(shared):
+    """The modifier record as (object name, modifier name, session id), to carry it over a reload
+    of the same document (a rollback), where every pointer changes."""
+    names = {o.as_pointer(): o.name for o in bpy.data.objects}
+    return [(names[pointer], modifier, session) for (pointer, modifier), session in shared.modifiers.items()
+            if pointer in names]
+
+
+def restore_modifiers(shared, entries):
+    """The record back from `modifiers_by_name`, for the objects and modifiers that exist."""
+    shared.modifiers.clear()
+    for object_name, modifier, session in entries:
+        obj = bpy.data.objects.get(object_name)
+        if obj is not None and obj.modifiers.get(modifier) is not None:
+            shared.modifiers[(obj.as_pointer(), modifier)] = session
+
+
+def untag_all():
+    """After a file load everything in the file is the human's: the CREATED_PROP tags go (from
+    the data in memory; the file on disk stays as it was)."""
+    for blocks in (bpy.data.objects, bpy.data.materials, bpy.data.collections):
+        for block in blocks:
+            if block.library is None and CREATED_PROP in block:
+                del block[CREATED_PROP]
+
+
+# ---------------------------------------------------------------- typed tools
+
+MESSAGES = {
+    "remove": 'security block: cannot delete object "%s", which the agent did not create in this session',
+    "rename": 'security block: cannot rename object "%s", which the agent did not create in this session',
+    "unlink": 'security block: cannot move object "%s", which the agent did not create in this session, out of '
+              'its collections; mode "link" adds a collection and keeps them',
+}
+
+
+def refuse_object(k, obj, rule, field="name"):
+    """Refuses `rule` (remove, rename, unlink) on an object the agent did not create."""
+    if created_by_agent(k, obj):
+        return
+    raise Refusal("contract_violation", MESSAGES[rule] % obj.name, reason="actuator_lock", rule=rule,
+                  kind="object", name=obj.name, field=field)
+
+
+def refuse_modifier(k, obj, name, field="modifier_name"):
+    """Refuses modifier.remove of a modifier the agent did not add."""
+    if modifier_is_agents(k, obj, name):
+        return
+    raise Refusal("contract_violation", 'security block: cannot remove modifier "%s" of "%s", which the agent '
+                  "did not add in this session" % (name, obj.name), reason="actuator_lock", rule="remove",
+                  kind="modifier", name=name, object=obj.name, field=field)
+
+
+# ---------------------------------------------------------------- agent code
 
 
 def inventory():

@@ -1,11 +1,12 @@
 """The kernel's state, in two parts.
 
 `Shared` is one per kernel: the console ring, the one open transaction (and the session that
-owns it), the identity cache and the busy count. `Session` is one per connection: the settings
-its `configure` sent (session id, capabilities, sanity limits, sandbox, time per tool) and the
-objects it resolved. Several TCP clients therefore never change each other's capabilities or
-sandbox, and only the session that began a transaction may commit, roll back or change the
-scene while it is open.
+owns it), the identity cache, the busy count, the record of modifiers the agent added, and the
+file loads so far. `Session` is one per connection: the settings its `configure` sent (session
+id, capabilities, sanity limits, sandbox, project roots, time per tool), the objects it resolved
+and the last file load it reported. Several TCP clients therefore never change each other's
+capabilities or sandbox, and only the session that began a transaction may commit, roll back or
+change the scene while it is open.
 """
 
 import collections
@@ -19,6 +20,8 @@ DEFAULT_SANITY = {"max_subdivision_levels": 3, "max_array_count": 64,
 # How long the transaction of a session whose last connection closed waits for that session to
 # reconnect (the bridge reconnects with the same session id) before another session may end it.
 ORPHAN_GRACE_S = 30.0
+# How many file-load events the kernel keeps for sessions that have not heard of them yet.
+EVENTS_KEPT = 32
 
 
 class Shared:
@@ -32,6 +35,20 @@ class Shared:
         self.transactions_started = 0
         self.identity = {}  # name -> object reference, validated on every use
         self.busy = 0  # file loads / saves in progress
+        self.own_file_op = False  # the kernel's own load or save runs (the handlers leave it be)
+        # (object pointer, modifier name) -> id of the session whose modifier.add made it; see
+        # lock.py. Emptied by every file load and undo: after a restart or a load it is simply empty.
+        self.modifiers = {}
+        self.transaction_modifiers = []  # that record at transaction.begin, by name, for a rollback
+        self.file = None  # the open file's name ("" for an unsaved one; None: not read yet)
+        self.loads = 0  # files loaded since the kernel started (a person's, or file.open)
+        self.events = collections.deque(maxlen=EVENTS_KEPT)  # (load number, event)
+        self.reported = {}  # session id -> the load number its last answer reported
+
+    def record_load(self, event):
+        """Counts a file load and keeps its event for the sessions that have not heard of it."""
+        self.loads += 1
+        self.events.append((self.loads, event))
 
     def log_console(self, source, message):
         self.console_seq += 1
@@ -56,6 +73,7 @@ class Session:
     transactions_started = shared_property("transactions_started")
     identity = shared_property("identity")
     busy = shared_property("busy")
+    modifiers = shared_property("modifiers")
 
     def __init__(self, shared):
         self.shared = shared
@@ -63,8 +81,12 @@ class Session:
         self.capabilities = set(DEFAULT_CAPABILITIES) & shared.features
         self.sanity = dict(DEFAULT_SANITY)
         self.sandbox = None
+        self.project_roots = []
         self.time_per_tool_ms = 15000
         self.seen = {}  # name -> pointer of objects the session resolved
+        # The load number this session's answers last reported: a new connection has missed
+        # nothing yet (a reconnect of a known session id takes that session's number; see configure).
+        self.loads_reported = shared.loads
 
     @property
     def transaction(self):
@@ -92,13 +114,24 @@ class Session:
         if sandbox is not None and not valid_sandbox(sandbox):
             raise ValueError("sandbox must be an absolute path to an existing folder other than the "
                              "filesystem root")
+        roots = session.get("project_roots")
+        roots = [] if roots is None else roots
+        if not isinstance(roots, list) or not all(valid_sandbox(root) for root in roots):
+            raise ValueError("project_roots must be absolute paths to existing folders other than the "
+                             "filesystem root")
+        if sandbox is not None and any(inside(root, sandbox) or inside(sandbox, root) for root in roots):
+            raise ValueError("the sandbox may not lie inside a project root, nor a project root inside the "
+                             "sandbox: nothing is ever written into a project root")
         session_id = str(session.get("session_id", "unconfigured"))
         if session_id != self.session_id:
             self.seen.clear()
+            if session_id in self.shared.reported:  # the bridge reconnects: what did it miss?
+                self.loads_reported = self.shared.reported[session_id]
         self.session_id = session_id
         self.capabilities = set(session.get("capabilities", [])) & self.features
         self.sanity = dict(DEFAULT_SANITY, **session.get("sanity", {}))
         self.sandbox = sandbox
+        self.project_roots = list(roots)
         self.time_per_tool_ms = session.get("time_per_tool_ms", 15000)
         tx = self.shared.transaction
         if tx is not None and tx[2] == session_id:
@@ -108,9 +141,31 @@ class Session:
     def log_console(self, source, message):
         self.shared.log_console(source, message)
 
+    def missed_events(self):
+        """The file-load events since this session's last answer (the oldest may have been
+        dropped past EVENTS_KEPT)."""
+        return [event for number, event in self.shared.events if number > self.loads_reported]
+
+    def caught_up(self):
+        """This session's answer reported every load so far."""
+        self.loads_reported = self.shared.loads
+        self.shared.reported[self.session_id] = self.shared.loads
+
 
 def valid_sandbox(path):
+    """An absolute path to an existing folder other than the filesystem root (the sandbox and
+    each project root)."""
     if not isinstance(path, str) or not os.path.isabs(path) or not os.path.isdir(path):
         return False
     return os.path.realpath(path) != os.path.realpath(os.sep)
+
+
+def inside(outer, inner):
+    """Whether `inner` is `outer` or lies inside it, compared by path components after
+    resolving links (a string prefix would put `/x/sandbox-evil` inside `/x/sandbox`)."""
+    outer, inner = os.path.realpath(outer), os.path.realpath(inner)
+    try:
+        return os.path.commonpath([outer, inner]) == outer
+    except ValueError:  # different drives
+        return False
 

@@ -1,6 +1,7 @@
 """blender-core v1 against real bpy: one function per tool, data-first (no UI context, no
 selection), with the same semantics as MockBlender. Every tool validates everything before it
-changes anything, so a refused call leaves the scene as it was."""
+changes anything, so a refused call leaves the scene as it was. The file tools (file.save,
+file.open, render.still) are in files.py; the actuator lock's rules in lock.py."""
 
 import math
 import os
@@ -10,16 +11,15 @@ import traceback
 import bmesh
 import bpy
 
-from . import snapshot
+from . import lock, snapshot
 from .envelope import Refusal, escape_surrogates, invalid, not_found, redact_paths, sanitize
+from .lock import CREATED_PROP, created_by_agent
 
 MASTER = "Scene Collection"
 MAX_NAME_BYTES = 63
-CREATED_PROP = "vibe_created_by"
 MODIFIER_TYPES = ("SUBSURF", "BEVEL", "ARRAY", "MIRROR", "SOLIDIFY")
 DEFAULT_MODIFIER_NAMES = {"SUBSURF": "Subdivision", "BEVEL": "Bevel", "ARRAY": "Array",
                           "MIRROR": "Mirror", "SOLIDIFY": "Solidify"}
-HUMAN_ONLY = "HUMAN_ONLY"
 TOOLS = {}
 
 
@@ -316,16 +316,13 @@ def estimated_polygons(obj):
     return p
 
 
-def created_by_agent(k, obj):
-    return obj.get(CREATED_PROP) == k.state.session_id
-
-
 # ---------------------------------------------------------------- reads
 
 @tool("kernel.status", False, "scene.read")
 def kernel_status(k, params):
     return {"state": "busy" if k.state.busy else "ready", "protocol": 1,
-            "blender_version": k.blender_version, "transaction_open": k.state.transaction is not None}
+            "blender_version": k.blender_version, "transaction_open": k.state.transaction is not None,
+            "file": k.file_name()}
 
 
 @tool("scene.snapshot", False, "scene.read")
@@ -605,6 +602,7 @@ def set_transform(k, params):
 @tool("object.rename", True, "scene.write")
 def rename(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
+    lock.refuse_object(k, obj, "rename")
     wanted = req_str(params, "new_name")
     check_name("new_name", wanted)
     old = obj.name
@@ -623,12 +621,14 @@ def rename(k, params):
 @tool("object.delete", True, "scene.write")
 def delete(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
+    lock.refuse_object(k, obj, "remove")
     children = sorted(c.name for c in obj.children)
     if children:
         raise invalid("name", "%r has children (%s); unparent or delete them first" % (obj.name, ", ".join(children)),
                       children=children)
     name, data = obj.name, obj.data
     k.state.identity.pop(name, None)
+    lock.forget_object(k, obj)
     bpy.data.objects.remove(obj, do_unlink=True)
     # The object's own data goes with it, so that its materials lose that user too.
     if data is not None and data.users == 0:
@@ -652,6 +652,8 @@ def assign_collection(k, params):
     mode = opt_str(params, "mode") or "move"
     if mode not in ("move", "link"):
         raise invalid("mode", "`mode` must be move or link")
+    if mode == "move":
+        lock.refuse_object(k, obj, "unlink")
     target = collection_by_name(coll_name)
     if obj.name not in target.objects:
         target.objects.link(obj)
@@ -795,6 +797,7 @@ def modifier_add(k, params):
                       % (total, sanity["max_polygons"]), reason="sanity_limit", field="modifier_type",
                       limit=sanity["max_polygons"], estimate=total)
     m = obj.modifiers.new(requested or DEFAULT_MODIFIER_NAMES[kind], kind)
+    lock.record_modifier(k, obj, m.name)
     if levels is not None:
         m.levels = levels
         m.render_levels = levels
@@ -816,7 +819,9 @@ def modifier_remove(k, params):
     m = obj.modifiers.get(name)
     if m is None:
         raise not_found("modifier_name", "modifier", name)
+    lock.refuse_modifier(k, obj, name)
     obj.modifiers.remove(m)
+    lock.forget_modifier(k, obj, name)
     return object_json(obj)
 
 
@@ -838,31 +843,36 @@ def tx_begin(k, params):
     path = os.path.join(tempfile.mkdtemp(prefix="vibe-tx-"), "snapshot.blend")
     snapshot.save(path, k.file_op)
     k.state.transaction = (tx_id, path)
+    k.shared.transaction_modifiers = lock.modifiers_by_name(k.shared)
     return {"transaction": tx_id}
 
 
 def take_transaction(k, action):
+    """Closes this session's transaction: its (id, snapshot path), and the modifier record as it
+    was at its begin (what a rollback restores)."""
     if k.state.transaction is None:
         raise tx_misuse("no_transaction", "%s without an open transaction" % action)
-    tx = k.state.transaction
+    tx, modifiers = k.state.transaction, k.shared.transaction_modifiers
     k.state.transaction = None
-    return tx
+    k.shared.transaction_modifiers = []
+    return tx, modifiers
 
 
 @tool("transaction.commit", True, "transactions")
 def tx_commit(k, params):
-    tx_id, path = take_transaction(k, "commit")
+    (tx_id, path), _ = take_transaction(k, "commit")
     remove_snapshot(path)
     return {"transaction": tx_id, "committed": True}
 
 
 @tool("transaction.rollback", True, "transactions")
 def tx_rollback(k, params):
-    tx_id, path = take_transaction(k, "rollback")
+    (tx_id, path), modifiers = take_transaction(k, "rollback")
     active = bpy.context.view_layer.objects.active
     active_name = active.name if active else None
     snapshot.load(path, k.file_op)
     remove_snapshot(path)
+    lock.restore_modifiers(k.shared, modifiers)
     # Pointers change with the reload; names are what the session knows objects by.
     k.state.seen = {o.name: o.as_pointer() for o in scene().objects if o.name in k.state.seen}
     if active_name and active_name in scene().objects:
@@ -878,108 +888,12 @@ def remove_snapshot(path):
         pass
 
 
-# ---------------------------------------------------------------- files
-
-def sandbox_refusal(relative, why):
-    return Refusal("contract_violation", "path %r %s" % (relative, why), reason="sandbox", field="path")
-
-
-def is_human_only(component):
-    # Case-insensitive, and as Windows reads names: trailing dots and spaces do not count.
-    return component.rstrip(". ").upper() == HUMAN_ONLY
-
-
-def sandbox_path(k, relative, companions=()):
-    """The same rules as the bridge's sandbox guard, enforced again here: a portable relative
-    path, then checked again after resolving links. Both the sandbox and the target are resolved
-    (os.path.realpath: every symlink, on any component, the last one included, dangling or not),
-    the target must lie inside the sandbox by path components (a string prefix would let
-    `/x/sandbox-evil` pass for `/x/sandbox`), and no component inside the sandbox may be
-    HUMAN_ONLY in any case. Returns the resolved path, which is what Blender writes to: the path
-    that was checked is the path that is written (short of a link swapped in between, which is
-    the jail's to stop)."""
-    root = k.state.sandbox
-    if not root:
-        raise Refusal("contract_violation", "this session has no sandbox folder", reason="sandbox", field="path")
-    ok_chars = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._- /")
-    parts = relative.split("/")
-    if (not relative or len(relative) > 255 or any(c not in ok_chars for c in relative) or relative.startswith("/")
-            or any(p in ("", ".", "..") for p in parts)):
-        raise sandbox_refusal(relative, "is not a portable path inside the sandbox")
-    if any(is_human_only(p) for p in parts):
-        raise sandbox_refusal(relative, "is inside HUMAN_ONLY, which is for people only")
-    root = os.path.realpath(root)
-    resolved = os.path.realpath(os.path.join(root, *parts))
-    check_resolved(root, relative, resolved)
-    if os.path.isdir(resolved):
-        raise sandbox_refusal(relative, "is a folder, not a file")
-    # Files Blender writes beside the target (a save goes to `<path>@`, then is renamed): a link
-    # planted there would be written through.
-    for suffix in companions:
-        if os.path.lexists(resolved + suffix):
-            check_resolved(root, relative + suffix, os.path.realpath(resolved + suffix))
-    os.makedirs(os.path.dirname(resolved), exist_ok=True)
-    return resolved
-
-
-def check_resolved(root, relative, resolved):
-    try:
-        inside = os.path.commonpath([root, resolved]) == root
-    except ValueError:  # different drives
-        inside = False
-    if not inside or resolved == root:
-        raise sandbox_refusal(relative, "resolves outside the sandbox (through a link)")
-    if any(is_human_only(p) for p in os.path.relpath(resolved, root).split(os.sep)):
-        raise sandbox_refusal(relative, "resolves into HUMAN_ONLY (through a link), which is for people only")
-
-
-@tool("file.save", True, "file.write")
-def file_save(k, params):
-    path = sandbox_path(k, req_str(params, "path"), companions=("@",))
-    k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False))
-    return {"path": params["path"], "bytes": os.path.getsize(path)}
-
-
-@tool("render.still", True, "render")
-def render_still(k, params):
-    relative = req_str(params, "path")
-    width = opt_uint(params, "width") or 320
-    height = opt_uint(params, "height") or 240
-    samples = opt_uint(params, "samples") or 8
-    seed = opt_uint(params, "seed") or 0
-    if not (16 <= width <= 1024 and 16 <= height <= 1024 and 1 <= samples <= 64):
-        raise invalid("width", "width and height must be 16-1024, samples 1-64")
-    path = sandbox_path(k, relative)
-    if "#" in path:  # Blender would replace it with the frame number: another file than checked
-        raise sandbox_refusal(relative, "resolves to a name with '#', which Blender rewrites")
-    sc = scene()
-    if sc.camera is None:
-        raise Refusal("invalid_arguments", "the scene has no camera to render from", field="path")
-    r = sc.render
-    saved = (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
-             sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension)
-    try:
-        r.use_file_extension = False  # write exactly the checked path, never `<path>.png`
-        r.engine = "CYCLES"
-        sc.cycles.device = "CPU"
-        sc.cycles.samples = samples
-        sc.cycles.seed = seed
-        r.resolution_x, r.resolution_y, r.resolution_percentage = width, height, 100
-        r.filepath = path
-        r.image_settings.file_format = "PNG"
-        bpy.ops.render.render(write_still=True)
-    finally:
-        (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
-         sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension) = saved
-    return {"path": relative, "width": width, "height": height, "seed": seed}
-
-
 @tool("python.exec", True, "code_exec")
 def python_exec(k, params):
     """Agent code, gated again here, under a deadline, atomic: a failed or interrupted run, or
     one that broke the actuator lock (see lock.py), is rolled back to the file snapshot taken
     before it, inside a transaction too."""
-    from . import codeexec, lock
+    from . import codeexec
 
     code = req_str(params, "code")
     deadline_ms = k.call_deadline_ms
@@ -989,11 +903,13 @@ def python_exec(k, params):
     before_file = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
     snapshot.save(before_file, k.file_op)
     before = lock.inventory()
-    created = {o.name for o in bpy.data.objects if o.get(CREATED_PROP) == k.state.session_id}
+    created = {o.name for o in bpy.data.objects if created_by_agent(k, o)}
+    modifiers = lock.modifiers_by_name(k.shared)
 
     def restore():
         snapshot.load(before_file, k.file_op)
         k.state.seen.clear()
+        lock.restore_modifiers(k.shared, modifiers)
         return True
 
     # Agent code may delete, rename or undo anything: start and end with an empty identity cache.

@@ -22,8 +22,8 @@ import time
 
 import bpy
 
-from . import confine, lock, snapshot, tools
-from .envelope import Refusal, err, from_exception, ok
+from . import confine, files, lock, snapshot, tools
+from .envelope import Refusal, err, from_exception, json_safe, ok
 from .state import ORPHAN_GRACE_S, Session, Shared
 
 PROTOCOL = 1
@@ -99,7 +99,7 @@ def blender_version():
 
 
 def offered_features():
-    features = {"scene.read", "scene.write", "transactions", "file.write"}
+    features = {"scene.read", "scene.write", "transactions", "file.read", "file.write"}
     # Agent code only in a jail, or where the operator opted in to unconfined code.
     if confine.permits_code(confine.STATE):
         features.add("code_exec")
@@ -123,6 +123,7 @@ class Kernel:
         # A random id of this start: a restarted Blender on the same port is told apart.
         self.instance = os.urandom(8).hex()
         self.channels = set()  # live connections, under self.lock
+        self.handlers = []  # (handler list name, function) installed by install_busy_handlers
 
     def hello(self, auth_required):
         build = bpy.app.build_hash
@@ -134,8 +135,12 @@ class Kernel:
                 "auth_required": auth_required, "max_frame_bytes": MAX_FRAME_BYTES, "instance": self.instance}
 
     def file_op(self, operation):
-        """Runs a file load or save; the kernel is busy meanwhile (handlers also catch the user's)."""
+        """Runs one of the kernel's own file loads or saves; the kernel is busy meanwhile (the
+        handlers catch the user's). The load and save handlers leave these to the caller: a
+        rollback reloads the same document, and file.open reports its load itself."""
+        self.file_name()  # before a snapshot load puts the snapshot's path there
         self.state.busy += 1
+        self.shared.own_file_op = True
         # A load frees every datablock: no cached reference may outlive it.
         self.state.identity.clear()
         try:
@@ -144,6 +149,37 @@ class Kernel:
                 raise RuntimeError("the file operation did not finish: %s" % sorted(result))
         finally:
             self.state.busy = 0
+            self.shared.own_file_op = False
+
+    def file_name(self):
+        """The open file's name ("" for an unsaved one), as kernel.status reports it: read from
+        Blender until the kernel's own loads could change it (an add-on registering cannot read
+        bpy.data yet), then kept by the file events (Kernel.file_loaded, a person's save)."""
+        if self.shared.file is None:
+            self.shared.file = os.path.basename(bpy.data.filepath)
+        return self.shared.file
+
+    def file_loaded(self):
+        """A file was loaded (a person's load in the GUI, or file.open): the state follows the file.
+        An open transaction is dropped (its snapshot belongs to another document), the identity
+        cache and the modifier record are emptied, everything in the file is the human's (the
+        CREATED_PROP tags are taken off), and the load is recorded as an event that every session
+        hears of in its next answer (see `handle`)."""
+        shared = self.shared
+        dropped = None
+        if shared.transaction is not None:
+            dropped, path, owner = shared.transaction
+            shared.transaction = None
+            shared.orphaned_at = None
+            tools.remove_snapshot(path)
+            shared.log_console("kernel", "transaction %s of session %s was dropped: another file was loaded"
+                               % (dropped, owner))
+        shared.transaction_modifiers = []
+        shared.identity.clear()
+        shared.modifiers.clear()
+        lock.untag_all()
+        shared.file = os.path.basename(bpy.data.filepath)
+        shared.record_load({"event": "file_loaded", "file": shared.file, "transaction_dropped": dropped})
 
     def call(self, name, params):
         entry = tools.TOOLS.get(name)
@@ -195,10 +231,12 @@ class Kernel:
         tx_id, path, owner = self.shared.transaction
         self.shared.transaction = None
         self.shared.orphaned_at = None
+        modifiers, self.shared.transaction_modifiers = self.shared.transaction_modifiers, []
         outcome = "kept its changes"
         if bpy.app.background:
             try:
                 snapshot.load(path, self.file_op)
+                lock.restore_modifiers(self.shared, modifiers)
                 outcome = "was rolled back"
             except Exception as exc:  # noqa: BLE001 - a failed reload is reported, not fatal
                 outcome = "could not be rolled back (%s); the scene was kept" % exc
@@ -224,13 +262,15 @@ class Kernel:
             with self.lock:
                 cancelled = call_id in self.cancelled
                 self.cancelled.discard(call_id)
+            if self.state.loads_reported < self.shared.loads:
+                self.state.seen.clear()  # a file was loaded since: the pointers it holds are stale
             if cancelled:
                 envelope = err("timeout", "%s was cancelled before it started" % frame.get("tool"),
                                cancelled=True, partial_effects="none: the call never started")
             else:
                 self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
                 envelope = self.call(frame.get("tool"), frame.get("params", {}))
-            return {"type": "result", "id": call_id, "envelope": envelope}
+            return {"type": "result", "id": call_id, "envelope": self.tell_events(envelope)}
         if kind == "configure":
             settings = frame.get("session", {})
             try:
@@ -251,6 +291,22 @@ class Kernel:
                     "envelope": self.state_file(kind, frame.get("path"), frame.get("transaction"))}
         return None
 
+    def tell_events(self, envelope):
+        """The answer with the file loads this session has not heard of yet: on success under
+        `result._meta.events`, on failure under `error.details.events`. Then it has heard."""
+        events, _ = json_safe(self.state.missed_events())
+        self.state.caught_up()
+        if not events:
+            return envelope
+        if envelope.get("ok"):
+            result = envelope["result"]
+            if isinstance(result, dict):
+                meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
+                result["_meta"] = dict(meta, events=list(meta.get("events") or []) + events)
+        else:
+            envelope["error"]["details"]["events"] = events
+        return envelope
+
     def state_file(self, kind, path, transaction=None):
         """Saves the scene to, or loads it from, a `.blend` the bridge names (the last good state
         a replacement kernel is restored from)."""
@@ -262,6 +318,7 @@ class Kernel:
             else:
                 snapshot.load(path, self.file_op)
                 self.state.seen.clear()
+                self.shared.modifiers.clear()  # a replacement kernel: the record starts empty
                 self.take_over(transaction)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an envelope
             return from_exception(exc)
@@ -275,6 +332,7 @@ class Kernel:
         if self.state.transaction is not None:
             tools.remove_snapshot(self.state.transaction[1])
         self.state.transaction = None
+        self.shared.transaction_modifiers = []
         if isinstance(transaction, dict) and isinstance(transaction.get("snapshot"), str):
             copy = os.path.join(tempfile.mkdtemp(prefix="vibe-tx-"), "snapshot.blend")
             shutil.copyfile(transaction["snapshot"], copy)
@@ -521,26 +579,55 @@ def serve_tcp(kernel, host, port, token, once=False):
 
 
 def install_busy_handlers(kernel):
-    """Loads and saves started by a person (GUI) make the kernel busy too."""
+    """Loads and saves started by a person (GUI) make the kernel busy too, and the state follows
+    every file a person loads (Kernel.file_loaded); the kernel's own loads and saves (file_op) are
+    left to their callers. The handlers are persistent: Blender drops the others on every load,
+    the very event they watch. `remove_handlers` takes them off again."""
+    shared = kernel.shared
+
+    @bpy.app.handlers.persistent
     def busy(*_):
-        kernel.shared.busy += 1
+        shared.busy += 1
 
+    @bpy.app.handlers.persistent
     def ready(*_):
-        kernel.shared.busy = max(0, kernel.shared.busy - 1)
+        shared.busy = max(0, shared.busy - 1)
 
+    @bpy.app.handlers.persistent
     def forget(*_):
-        # Loads, undo and redo reallocate datablocks: cached references must not survive them.
-        kernel.shared.identity.clear()
+        # Undo and redo reallocate datablocks (as loads do; see file_op and Kernel.file_loaded):
+        # cached references and the pointers of the modifier record must not survive them. After
+        # an undo the agent's modifiers on the human's objects are the human's again: the safe side.
+        shared.identity.clear()
+        shared.modifiers.clear()
 
-    for name, fn in (("load_pre", busy), ("load_post", ready), ("save_pre", busy), ("save_post", ready),
-                     ("load_post_fail", ready), ("save_post_fail", ready)):
+    @bpy.app.handlers.persistent
+    def loaded(*_):
+        if not shared.own_file_op:
+            kernel.file_loaded()
+
+    @bpy.app.handlers.persistent
+    def saved(*_):
+        if not shared.own_file_op:  # a person's "Save As" names the file anew
+            shared.file = os.path.basename(bpy.data.filepath)
+
+    wanted = [("load_pre", busy), ("load_post", ready), ("save_pre", busy), ("save_post", ready),
+              ("load_post_fail", ready), ("save_post_fail", ready), ("load_post", loaded), ("save_post", saved)]
+    wanted += [(name, forget) for name in ("undo_pre", "undo_post", "redo_pre", "redo_post")]
+    for name, fn in wanted:
         handlers = getattr(bpy.app.handlers, name, None)
         if handlers is not None:
             handlers.append(fn)
-    for name in ("load_pre", "load_post", "undo_pre", "undo_post", "redo_pre", "redo_post"):
-        handlers = getattr(bpy.app.handlers, name, None)
-        if handlers is not None:
-            handlers.append(forget)
+            kernel.handlers.append((name, fn))
+
+
+def remove_handlers(kernel):
+    """Takes off the handlers `install_busy_handlers` put on."""
+    for name, fn in kernel.handlers:
+        handlers = getattr(bpy.app.handlers, name, [])
+        if fn in handlers:
+            handlers.remove(fn)
+    kernel.handlers = []
 
 
 def ensure_token(token):
@@ -561,7 +648,7 @@ def ensure_token(token):
 
 def parse_args(argv):
     options = {"mode": None, "host": "127.0.0.1", "port": DEFAULT_PORT, "token": os.environ.get("VIBE_TOKEN"),
-               "factory": False, "once": False}
+               "factory": False, "once": False, "open": None}
     args = list(argv)
     while args:
         arg = args.pop(0)
@@ -579,10 +666,15 @@ def parse_args(argv):
             options["factory"] = True
         elif arg == "--once":
             options["once"] = True
+        elif arg == "--open":
+            if not args:
+                raise SystemExit("vibe-kernel: --open needs a .blend path")
+            options["open"] = args.pop(0)
         else:
             raise SystemExit("vibe-kernel: unknown argument %r" % arg)
     if options["mode"] is None:
-        raise SystemExit("usage: run_kernel.py (--stdio | --tcp [HOST:PORT] [--token-file F] [--once]) [--factory]")
+        raise SystemExit("usage: run_kernel.py (--stdio | --tcp [HOST:PORT] [--token-file F] [--once]) [--factory] "
+                         "[--open FILE.blend]")
     return options
 
 
@@ -614,6 +706,12 @@ def main(argv):
         bpy.context.preferences.filepaths.file_preview_type = "NONE"
     kernel = Kernel()
     install_busy_handlers(kernel)
+    if options["open"] is not None:
+        # The operator's file, before anyone connects: everything in it is the human's.
+        try:
+            files.open_blend(kernel, os.path.abspath(options["open"]))
+        except Exception as exc:  # noqa: BLE001 - said clearly, then the kernel does not start
+            raise SystemExit("vibe-kernel: cannot open %s: %s" % (options["open"], exc))
     if options["mode"] == "stdio":
         serve_stdio(kernel)
     else:

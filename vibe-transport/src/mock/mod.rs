@@ -4,19 +4,24 @@
 //! It starts from Blender's factory scene (Cube with "Material", Camera, Light in
 //! "Collection"), applies Blender's rules (unique names like `Cube.001` on rename, 32-bit float
 //! transforms, default modifier parameters), keeps a console error ring, a busy state, one
-//! transaction at a time, and the session's record of objects the agent created. Faults are
-//! injected by a seeded [`FaultPlan`].
+//! transaction at a time, and the session's record of the objects it created and the modifiers
+//! it added (the actuator lock refuses rename, delete, move and modifier removal of anything
+//! else, as the kernel does). Faults are injected by a seeded [`FaultPlan`].
 //!
 //! It cannot run Python: its hello offers no `code_exec` unless an embedder plugs in a
-//! [`CodeHandler`], and it offers neither `file.write` nor `render` (it has no .blend writer and
-//! no renderer), so negotiation excludes those tools honestly.
+//! [`CodeHandler`], and no `render` (it has no renderer). It offers `file.read` and `file.write`
+//! only when asked ([`MockBlender::with_files`]): it has no .blend reader or writer, so
+//! `file.save` keeps the scene in memory under the path it would have written and `file.open`
+//! loads it back from there; otherwise negotiation excludes those tools honestly.
 
 mod faults;
+mod files;
+mod lock;
 mod scene;
 mod tools;
 mod transport;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde_json::Value;
 use vibe_contract::{BlenderProfile, BlenderVersion, Confinement, SanityLimits};
@@ -61,6 +66,7 @@ struct Transaction {
     id: String,
     scene: Scene,
     created: BTreeSet<u64>,
+    modifiers: BTreeSet<(u64, String)>,
 }
 
 /// The in-memory Blender.
@@ -79,6 +85,15 @@ pub struct MockBlender {
     session: SessionConfig,
     /// Objects the agent created this session, by uid.
     created: BTreeSet<u64>,
+    /// Modifiers the agent added this session, by object uid and modifier name (the object's
+    /// renames keep its uid). Emptied by a new session and by every file load.
+    modifiers: BTreeSet<(u64, String)>,
+    /// Whether the hello offers `file.read` and `file.write`.
+    offers_files: bool,
+    /// The scenes `file.save` wrote (and [`MockBlender::add_file`] planted), by absolute path.
+    files: BTreeMap<String, Scene>,
+    /// The path of the file `file.open` loaded last ("" for none).
+    file: String,
     /// The last name the session saw for each uid, to tell identity drift from a typo.
     seen: HashMap<String, u64>,
     faults: FaultPlan,
@@ -128,6 +143,10 @@ impl MockBlender {
                 time_per_tool_ms: 15_000,
             },
             created: BTreeSet::new(),
+            modifiers: BTreeSet::new(),
+            offers_files: false,
+            files: BTreeMap::new(),
+            file: String::new(),
             seen: HashMap::new(),
             faults: FaultPlan::none(),
             calls: 0,
@@ -151,6 +170,25 @@ impl MockBlender {
     pub fn with_code_handler(mut self, handler: CodeHandler) -> MockBlender {
         self.code = Some(handler);
         self
+    }
+
+    /// Offers `file.read` and `file.write`: `file.save` keeps the scene in memory under the
+    /// absolute path it would have written (the sandbox joined with the relative path), and
+    /// `file.open` loads a scene kept there, with the kernel's path rules.
+    pub fn with_files(mut self) -> MockBlender {
+        self.offers_files = true;
+        self
+    }
+
+    /// Puts a `.blend` a person made at the absolute `path`, for `file.open` (a project root's
+    /// file, say).
+    pub fn add_file(&mut self, path: &str, scene: Scene) {
+        self.files.insert(files::key(path), scene);
+    }
+
+    /// The scene kept at the absolute `path` by `file.save` or [`MockBlender::add_file`].
+    pub fn file(&self, path: &str) -> Option<&Scene> {
+        self.files.get(&files::key(path))
     }
 
     /// The scene, for inspection.
@@ -179,6 +217,10 @@ impl MockBlender {
         if self.code.is_some() {
             features.insert("code_exec".into());
         }
+        if self.offers_files {
+            features.insert("file.read".into());
+            features.insert("file.write".into());
+        }
         Hello {
             protocol: PROTOCOL_VERSION,
             kernel: KERNEL_NAME.into(),
@@ -201,10 +243,24 @@ impl MockBlender {
         }
     }
 
-    /// Applies per-session settings. A new session id forgets what the agent created.
+    /// Applies per-session settings. A new session id forgets what the agent created and
+    /// added. Settings whose sandbox or project roots are not absolute folders other than the
+    /// filesystem root, or whose sandbox and a project root lie one inside the other, are refused
+    /// (`invalid_arguments`, field `session`) and the earlier settings kept, as by the kernel
+    /// (which also checks that the folders exist; the mock has no file system).
     pub fn configure(&mut self, session: &SessionConfig) -> Envelope {
+        if let Err(why) = files::check_folders(session) {
+            return Envelope::Err(
+                vibe_errors::ErrorBody::new(
+                    vibe_errors::ErrorCode::InvalidArguments,
+                    format!("configure: {why}"),
+                )
+                .with_detail("field", "session"),
+            );
+        }
         if session.session_id != self.session.session_id {
             self.created.clear();
+            self.modifiers.clear();
             self.seen.clear();
         }
         let offered = self.hello().blender.features;

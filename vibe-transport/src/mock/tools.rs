@@ -9,13 +9,13 @@ use super::scene::*;
 use super::{CONSOLE_CAPACITY, ConsoleEntry, MockBlender, Transaction};
 use crate::snapshot::{SNAPSHOT_VERSION, seal};
 
-type ToolResult = Result<Value, ErrorBody>;
+pub(super) type ToolResult = Result<Value, ErrorBody>;
 
 fn invalid(field: &str, message: impl AsRef<str>) -> ErrorBody {
     ErrorBody::new(ErrorCode::InvalidArguments, message).with_detail("field", field)
 }
 
-fn req_str<'a>(params: &'a Value, field: &str) -> Result<&'a str, ErrorBody> {
+pub(super) fn req_str<'a>(params: &'a Value, field: &str) -> Result<&'a str, ErrorBody> {
     params
         .get(field)
         .and_then(Value::as_str)
@@ -87,7 +87,7 @@ fn check_name(field: &str, name: &str) -> Result<(), ErrorBody> {
     Ok(())
 }
 
-fn not_found(field: &str, what: &str, name: &str) -> ErrorBody {
+pub(super) fn not_found(field: &str, what: &str, name: &str) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::NotFound,
         format!("{what} {name:?} does not exist"),
@@ -185,10 +185,23 @@ impl MockBlender {
     /// Runs a tool on a copy of the scene, then fails as if Blender raised part-way: the copy is
     /// discarded, so the scene is as it was.
     pub(super) fn execute_and_raise(&mut self, tool: &str, params: &Value) -> Envelope {
-        let saved = (self.scene.clone(), self.created.clone(), self.seen.clone());
+        let saved = (
+            self.scene.clone(),
+            self.created.clone(),
+            self.seen.clone(),
+            self.modifiers.clone(),
+            self.files.clone(),
+            self.file.clone(),
+        );
         let _ = self.dispatch(tool, params);
         self.restore_scene(saved.0);
-        (self.created, self.seen) = (saved.1, saved.2);
+        (
+            self.created,
+            self.seen,
+            self.modifiers,
+            self.files,
+            self.file,
+        ) = (saved.1, saved.2, saved.3, saved.4, saved.5);
         let raw = format!(
             "Traceback (most recent call last):\n  File \"<vibe-kernel>\", line 1, in {tool}\nRuntimeError: injected failure in {tool}; the call was rolled back"
         );
@@ -287,9 +300,11 @@ impl MockBlender {
             "transaction.commit" => self.tx_commit(),
             "transaction.rollback" => self.tx_rollback(),
             "python.exec" => self.python_exec(params),
+            "file.save" => self.file_save(params),
+            "file.open" => self.file_open(params),
             other => Err(ErrorBody::new(
                 ErrorCode::CapabilityMissing,
-                format!("MockBlender cannot run {other}: it has no .blend writer or renderer"),
+                format!("MockBlender cannot run {other}: it has no renderer"),
             )
             .with_detail("tool", other)),
         }
@@ -334,10 +349,11 @@ impl MockBlender {
             "protocol": crate::frame::PROTOCOL_VERSION,
             "blender_version": self.version.to_string(),
             "transaction_open": self.transaction.is_some(),
+            "file": self.file_name(),
         })
     }
 
-    fn snapshot(&self) -> Value {
+    pub(super) fn snapshot(&self) -> Value {
         let objects: Vec<Value> = self.scene.objects.values().map(object_json).collect();
         let mut snapshot = json!({
             "snapshot_version": SNAPSHOT_VERSION,
@@ -694,6 +710,7 @@ impl MockBlender {
 
     fn rename(&mut self, params: &Value) -> ToolResult {
         let name = self.resolve("name", req_str(params, "name")?)?;
+        self.refuse_object(&name, "rename")?;
         let wanted = req_str(params, "new_name")?;
         check_name("new_name", wanted)?;
         if wanted == name {
@@ -716,6 +733,7 @@ impl MockBlender {
 
     fn delete(&mut self, params: &Value) -> ToolResult {
         let name = self.resolve("name", req_str(params, "name")?)?;
+        self.refuse_object(&name, "remove")?;
         let children = self.scene.children(&name);
         if !children.is_empty() {
             return Err(invalid(
@@ -728,7 +746,7 @@ impl MockBlender {
             .with_detail("children", children));
         }
         if let Some(object) = self.scene.objects.remove(&name) {
-            self.created.remove(&object.uid);
+            self.forget_object(object.uid);
         }
         self.seen.remove(&name);
         if self.scene.active.as_deref() == Some(name.as_str()) {
@@ -744,16 +762,21 @@ impl MockBlender {
         if !self.scene.has_collection(collection) {
             return Err(not_found("collection", "collection", collection));
         }
-        let mode = opt_str(params, "mode")?.unwrap_or("move");
+        // The kernel's `opt_str(...) or "move"`: an empty mode is the default too.
+        let mode = opt_str(params, "mode")?
+            .filter(|m| !m.is_empty())
+            .unwrap_or("move");
+        if !["move", "link"].contains(&mode) {
+            return Err(invalid("mode", "`mode` must be move or link"));
+        }
+        if mode == "move" {
+            self.refuse_object(&name, "unlink")?;
+        }
         if let Some(object) = self.scene.objects.get_mut(&name) {
-            match mode {
-                "move" => object.collections = vec![collection.to_owned()],
-                "link" => {
-                    if !object.collections.iter().any(|c| c == collection) {
-                        object.collections.push(collection.to_owned());
-                    }
-                }
-                _ => return Err(invalid("mode", "`mode` must be move or link")),
+            if mode == "move" {
+                object.collections = vec![collection.to_owned()];
+            } else if !object.collections.iter().any(|c| c == collection) {
+                object.collections.push(collection.to_owned());
             }
         }
         Ok(self.info_of(&name))
@@ -963,9 +986,11 @@ impl MockBlender {
             .with_detail("limit", sanity.max_polygons)
             .with_detail("estimate", estimate));
         }
+        let added = modifier.name.clone();
         if let Some(object) = self.scene.objects.get_mut(&name) {
             object.modifiers.push(modifier);
         }
+        self.record_modifier(&name, &added);
         Ok(self.info_of(&name))
     }
 
@@ -978,9 +1003,11 @@ impl MockBlender {
             .iter()
             .position(|m| m.name == modifier)
             .ok_or_else(|| not_found("modifier_name", "modifier", modifier))?;
+        self.refuse_modifier(&name, modifier)?;
         if let Some(object) = self.scene.objects.get_mut(&name) {
             object.modifiers.remove(position);
         }
+        self.forget_modifier(&name, modifier);
         Ok(self.info_of(&name))
     }
 
@@ -1000,6 +1027,7 @@ impl MockBlender {
             id: id.clone(),
             scene: self.scene.clone(),
             created: self.created.clone(),
+            modifiers: self.modifiers.clone(),
         });
         Ok(json!({"transaction": id}))
     }
@@ -1027,6 +1055,7 @@ impl MockBlender {
             .ok_or_else(|| Self::no_transaction("rollback"))?;
         self.restore_scene(tx.scene);
         self.created = tx.created;
+        self.modifiers = tx.modifiers;
         Ok(json!({"transaction": tx.id, "rolled_back": true}))
     }
 

@@ -1,0 +1,161 @@
+"""The file tools: file.save and render.still write into the session's sandbox, file.open loads
+a `.blend` from a project root or the sandbox. Whatever the bridge checked before, the paths are
+checked again here after resolving links, and nothing is ever written into a project root."""
+
+import os
+
+import bpy
+
+from .envelope import Refusal, invalid, not_found
+from .state import inside
+from .tools import opt_uint, req_str, scene, tool
+
+HUMAN_ONLY = "HUMAN_ONLY"
+
+
+# ---------------------------------------------------------------- writing into the sandbox
+
+def sandbox_refusal(relative, why):
+    return Refusal("contract_violation", "path %r %s" % (relative, why), reason="sandbox", field="path")
+
+
+def is_human_only(component):
+    # Case-insensitive, and as Windows reads names: trailing dots and spaces do not count.
+    return component.rstrip(". ").upper() == HUMAN_ONLY
+
+
+def sandbox_path(k, relative, companions=()):
+    """The same rules as the bridge's sandbox guard, enforced again here: a portable relative
+    path, then checked again after resolving links. Both the sandbox and the target are resolved
+    (os.path.realpath: every symlink, on any component, the last one included, dangling or not),
+    the target must lie inside the sandbox by path components (a string prefix would let
+    `/x/sandbox-evil` pass for `/x/sandbox`), and no component inside the sandbox may be
+    HUMAN_ONLY in any case; nor may it lie inside a project root (configure keeps the sandbox out
+    of them; a link could still lead there). Returns the resolved path, which is what Blender writes to: the path
+    that was checked is the path that is written (short of a link swapped in between, which is
+    the jail's to stop)."""
+    root = k.state.sandbox
+    if not root:
+        raise Refusal("contract_violation", "this session has no sandbox folder", reason="sandbox", field="path")
+    ok_chars = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._- /")
+    parts = relative.split("/")
+    if (not relative or len(relative) > 255 or any(c not in ok_chars for c in relative) or relative.startswith("/")
+            or any(p in ("", ".", "..") for p in parts)):
+        raise sandbox_refusal(relative, "is not a portable path inside the sandbox")
+    if any(is_human_only(p) for p in parts):
+        raise sandbox_refusal(relative, "is inside HUMAN_ONLY, which is for people only")
+    root = os.path.realpath(root)
+    resolved = os.path.realpath(os.path.join(root, *parts))
+    for project in k.state.project_roots:
+        if inside(project, resolved):
+            raise Refusal("contract_violation", "path %r resolves into a project root, which is never written"
+                          % relative, reason="sandbox", field="path", rule="project_root")
+    check_resolved(root, relative, resolved)
+    if os.path.isdir(resolved):
+        raise sandbox_refusal(relative, "is a folder, not a file")
+    # Files Blender writes beside the target (a save goes to `<path>@`, then is renamed): a link
+    # planted there would be written through.
+    for suffix in companions:
+        if os.path.lexists(resolved + suffix):
+            check_resolved(root, relative + suffix, os.path.realpath(resolved + suffix))
+    os.makedirs(os.path.dirname(resolved), exist_ok=True)
+    return resolved
+
+
+def check_resolved(root, relative, resolved):
+    if resolved == root or not inside(root, resolved):
+        raise sandbox_refusal(relative, "resolves outside the sandbox (through a link)")
+    if any(is_human_only(p) for p in os.path.relpath(resolved, root).split(os.sep)):
+        raise sandbox_refusal(relative, "resolves into HUMAN_ONLY (through a link), which is for people only")
+
+
+@tool("file.save", True, "file.write")
+def file_save(k, params):
+    path = sandbox_path(k, req_str(params, "path"), companions=("@",))
+    k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False))
+    return {"path": params["path"], "bytes": os.path.getsize(path)}
+
+
+@tool("render.still", True, "render")
+def render_still(k, params):
+    relative = req_str(params, "path")
+    width = opt_uint(params, "width") or 320
+    height = opt_uint(params, "height") or 240
+    samples = opt_uint(params, "samples") or 8
+    seed = opt_uint(params, "seed") or 0
+    if not (16 <= width <= 1024 and 16 <= height <= 1024 and 1 <= samples <= 64):
+        raise invalid("width", "width and height must be 16-1024, samples 1-64")
+    path = sandbox_path(k, relative)
+    if "#" in path:  # Blender would replace it with the frame number: another file than checked
+        raise sandbox_refusal(relative, "resolves to a name with '#', which Blender rewrites")
+    sc = scene()
+    if sc.camera is None:
+        raise Refusal("invalid_arguments", "the scene has no camera to render from", field="path")
+    r = sc.render
+    saved = (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
+             sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension)
+    try:
+        r.use_file_extension = False  # write exactly the checked path, never `<path>.png`
+        r.engine = "CYCLES"
+        sc.cycles.device = "CPU"
+        sc.cycles.samples = samples
+        sc.cycles.seed = seed
+        r.resolution_x, r.resolution_y, r.resolution_percentage = width, height, 100
+        r.filepath = path
+        r.image_settings.file_format = "PNG"
+        bpy.ops.render.render(write_still=True)
+    finally:
+        (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
+         sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension) = saved
+    return {"path": relative, "width": width, "height": height, "seed": seed}
+
+
+# ---------------------------------------------------------------- opening a .blend
+
+def file_refusal(given, why):
+    return Refusal("contract_violation", "file %r %s" % (given, why), reason="sandbox", field="file")
+
+
+def readable_blend(k, given):
+    """The real path of the `.blend` file.open may load: an absolute path whose name ends in
+    `.blend` that, after resolving links (os.path.realpath), lies inside one of the session's
+    project roots or its sandbox by path components, never through a HUMAN_ONLY component (in the
+    path as given or as resolved). A missing file there is not_found."""
+    if not os.path.isabs(given) or not given.endswith(".blend"):
+        raise file_refusal(given, "is not an absolute path to a .blend file")
+    if any(is_human_only(p) for p in given.replace(os.altsep or os.sep, os.sep).split(os.sep)):
+        raise file_refusal(given, "is inside HUMAN_ONLY, which is for people only")
+    resolved = os.path.realpath(given)
+    folders = list(k.state.project_roots) + ([k.state.sandbox] if k.state.sandbox else [])
+    for folder in folders:
+        folder = os.path.realpath(folder)
+        if resolved == folder or not inside(folder, resolved):
+            continue
+        if any(is_human_only(p) for p in os.path.relpath(resolved, folder).split(os.sep)):
+            raise file_refusal(given, "resolves into HUMAN_ONLY (through a link), which is for people only")
+        if not resolved.endswith(".blend"):
+            raise file_refusal(given, "resolves to a file that is not a .blend (through a link)")
+        if not os.path.isfile(resolved):
+            raise not_found("file", "file", given)
+        return resolved
+    raise file_refusal(given, "is outside the project roots and the sandbox")
+
+
+def open_blend(k, path):
+    """Loads `path` with Python auto-execution off (no registered text block, no Python driver
+    expression runs) as a file load: everything in it is the human's (Kernel.file_loaded)."""
+    k.file_op(lambda: bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False))
+    k.file_loaded()
+
+
+@tool("file.open", True, "file.read")
+def file_open(k, params):
+    given = req_str(params, "file")
+    path = readable_blend(k, given)
+    tx = k.shared.transaction
+    if tx is not None:
+        raise Refusal("contract_violation", "transaction %s is open; commit or roll it back before opening a file"
+                      % tx[0], rule="transaction_open", transaction=tx[0])
+    open_blend(k, path)
+    k.state.seen.clear()
+    return {"file": given, "scene": scene().name, "objects": len(scene().objects)}

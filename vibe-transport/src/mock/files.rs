@@ -1,0 +1,235 @@
+//! MockBlender's file tools, the twins of the kernel's `files.py`, on paths alone (no I/O: the
+//! kernel's checks after resolving links have nothing to resolve here).
+//!
+//! * `file.save` writes `path` (relative, portable, never through `HUMAN_ONLY`) into the
+//!   sandbox, never into a project root; the scene is kept in memory under the absolute path.
+//! * `file.open` loads an absolute `.blend` path that lies inside a project root or the sandbox
+//!   by path components, never through `HUMAN_ONLY`, never while a transaction is open. A load
+//!   makes new data-blocks (fresh uids, so identity drift cannot cross it), and everything in
+//!   it is the human's: the records of created objects, added modifiers and seen names are
+//!   emptied. Its answer carries its `file_loaded` event under `_meta.events`.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Value, json};
+use vibe_errors::{ErrorBody, ErrorCode, Reason};
+
+use super::MockBlender;
+use super::tools::{ToolResult, not_found, req_str};
+use crate::frame::SessionConfig;
+
+const HUMAN_ONLY: &str = "HUMAN_ONLY";
+
+/// Case-insensitive, and as Windows reads names: trailing dots and spaces do not count.
+fn is_human_only(component: &str) -> bool {
+    component
+        .trim_end_matches(['.', ' '])
+        .eq_ignore_ascii_case(HUMAN_ONLY)
+}
+
+/// `path` with `.` dropped and `..` taken back, if it is absolute.
+fn normalize(path: &str) -> Option<PathBuf> {
+    let path = Path::new(path);
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
+/// The key of the scene kept for `path`: the path normalized (as given if it is not absolute).
+pub(super) fn key(path: &str) -> String {
+    normalize(path).map_or_else(|| path.to_owned(), |p| p.to_string_lossy().into_owned())
+}
+
+/// Whether `path` is an absolute folder other than the filesystem root.
+fn valid_folder(path: &str) -> bool {
+    normalize(path).is_some_and(|p| p.parent().is_some())
+}
+
+/// The kernel's configure checks of the sandbox and the project roots, on paths alone.
+pub(super) fn check_folders(session: &SessionConfig) -> Result<(), String> {
+    if session.sandbox.as_deref().is_some_and(|s| !valid_folder(s)) {
+        return Err(
+            "sandbox must be an absolute path to an existing folder other than the filesystem root"
+                .into(),
+        );
+    }
+    if !session.project_roots.iter().all(|r| valid_folder(r)) {
+        return Err(
+            "project_roots must be absolute paths to existing folders other than the \
+                    filesystem root"
+                .into(),
+        );
+    }
+    if let Some(sandbox) = session.sandbox.as_deref().and_then(normalize) {
+        let overlaps = session
+            .project_roots
+            .iter()
+            .filter_map(|r| normalize(r))
+            .any(|root| sandbox.starts_with(&root) || root.starts_with(&sandbox));
+        if overlaps {
+            return Err(
+                "the sandbox may not lie inside a project root, nor a project root inside \
+                        the sandbox: nothing is ever written into a project root"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn sandbox_refusal(field: &str, message: String) -> ErrorBody {
+    ErrorBody::from_reason(Reason::Sandbox, message).with_detail("field", field)
+}
+
+fn base_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl MockBlender {
+    /// The absolute path `file.save` writes `relative` to: the kernel's rules for a path inside
+    /// the sandbox, and never inside a project root.
+    fn sandbox_target(&self, relative: &str) -> Result<PathBuf, ErrorBody> {
+        let Some(root) = self.session.sandbox.as_deref().and_then(normalize) else {
+            return Err(sandbox_refusal(
+                "path",
+                "this session has no sandbox folder".into(),
+            ));
+        };
+        let portable = |c: char| c.is_ascii_alphanumeric() || "._- /".contains(c);
+        let parts: Vec<&str> = relative.split('/').collect();
+        if relative.is_empty()
+            || relative.len() > 255
+            || !relative.chars().all(portable)
+            || relative.starts_with('/')
+            || parts.iter().any(|p| ["", ".", ".."].contains(p))
+        {
+            return Err(sandbox_refusal(
+                "path",
+                format!("path {relative:?} is not a portable path inside the sandbox"),
+            ));
+        }
+        if parts.iter().any(|p| is_human_only(p)) {
+            return Err(sandbox_refusal(
+                "path",
+                format!("path {relative:?} is inside HUMAN_ONLY, which is for people only"),
+            ));
+        }
+        let target = parts.iter().fold(root, |path, part| path.join(part));
+        let into_root = self
+            .session
+            .project_roots
+            .iter()
+            .filter_map(|r| normalize(r))
+            .any(|r| target.starts_with(r));
+        if into_root {
+            return Err(sandbox_refusal(
+                "path",
+                format!("path {relative:?} resolves into a project root, which is never written"),
+            )
+            .with_detail("rule", "project_root"));
+        }
+        Ok(target)
+    }
+
+    pub(super) fn file_save(&mut self, params: &Value) -> ToolResult {
+        let relative = req_str(params, "path")?;
+        let target = self.sandbox_target(relative)?;
+        // What a .blend of this scene would weigh is Blender's to say; the snapshot's size stands in.
+        let bytes = serde_json::to_vec(&self.snapshot())
+            .map(|v| v.len())
+            .unwrap_or(0);
+        self.files
+            .insert(target.to_string_lossy().into_owned(), self.scene.clone());
+        Ok(json!({"path": relative, "bytes": bytes}))
+    }
+
+    /// The key of the scene `file.open` may load for `given`: the kernel's rules on the path as
+    /// given (absolute, a `.blend`, no `HUMAN_ONLY` component, inside a project root or the
+    /// sandbox by path components); a path there that the mock never saved is not_found.
+    fn readable_blend(&self, given: &str) -> Result<PathBuf, ErrorBody> {
+        let refuse = |why: &str| sandbox_refusal("file", format!("file {given:?} {why}"));
+        let Some(path) = normalize(given).filter(|_| given.ends_with(".blend")) else {
+            return Err(refuse("is not an absolute path to a .blend file"));
+        };
+        if Path::new(given)
+            .components()
+            .any(|c| is_human_only(&c.as_os_str().to_string_lossy()))
+        {
+            return Err(refuse("is inside HUMAN_ONLY, which is for people only"));
+        }
+        let folders = self
+            .session
+            .project_roots
+            .iter()
+            .chain(self.session.sandbox.as_ref())
+            .filter_map(|f| normalize(f));
+        for folder in folders {
+            if path != folder && path.starts_with(&folder) {
+                if !self.files.contains_key(path.to_string_lossy().as_ref()) {
+                    return Err(not_found("file", "file", given));
+                }
+                return Ok(path);
+            }
+        }
+        Err(refuse("is outside the project roots and the sandbox"))
+    }
+
+    pub(super) fn file_open(&mut self, params: &Value) -> ToolResult {
+        let given = req_str(params, "file")?;
+        let path = self.readable_blend(given)?;
+        if let Some(open) = &self.transaction {
+            return Err(ErrorBody::new(
+                ErrorCode::ContractViolation,
+                format!(
+                    "transaction {} is open; commit or roll it back before opening a file",
+                    open.id
+                ),
+            )
+            .with_detail("rule", "transaction_open")
+            .with_detail("transaction", open.id.as_str()));
+        }
+        let key = path.to_string_lossy().into_owned();
+        let Some(mut loaded) = self.files.get(&key).cloned() else {
+            return Err(not_found("file", "file", given));
+        };
+        // A load makes new data-blocks: fresh uids, so that identity drift cannot cross it.
+        let mut next_uid = self.scene.next_uid.max(loaded.next_uid);
+        for object in loaded.objects.values_mut() {
+            object.uid = next_uid;
+            next_uid += 1;
+        }
+        loaded.next_uid = next_uid;
+        self.scene = loaded;
+        // Everything in the file is the human's.
+        self.created.clear();
+        self.modifiers.clear();
+        self.seen.clear();
+        self.file = key;
+        let event =
+            json!({"event": "file_loaded", "file": base_name(&path), "transaction_dropped": null});
+        Ok(json!({
+            "file": given,
+            "scene": self.scene.name,
+            "objects": self.scene.objects.len(),
+            "_meta": {"events": [event]},
+        }))
+    }
+
+    /// The name of the open file ("" for none), as `kernel.status` reports it.
+    pub(super) fn file_name(&self) -> String {
+        base_name(Path::new(&self.file))
+    }
+}
