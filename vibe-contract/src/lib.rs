@@ -55,7 +55,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.0.0 = blake3:151a6641998ae6f197957f82ba3648025769479123ccda7a0ae3af497d63e3ec`
+//! `blender-core 1.0.0 = blake3:9be2b71c69fa08669e1dfa55ea4a3039afc1b6a808c93a910b5eaf404e3f4ffb`
 //!
 //! ## Performance
 //!
