@@ -1439,6 +1439,7 @@ async fn live_escape_corpus_on_both_targets() {
     let targets = Target::selected();
     let root = std::env::temp_dir().join(format!("vibe-escape-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
+    let _root_gone = RemoveOnDrop(root.clone());
     std::fs::create_dir_all(&root).unwrap();
     let human_secret = random_secret("HSECRET");
     let mut gate_off = BTreeMap::new();
@@ -1646,6 +1647,7 @@ async fn live_benign_corpus_runs_on_both_targets_with_the_gates_on() {
     let corpus = corpus();
     let root = std::env::temp_dir().join(format!("vibe-escape-benign-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
+    let _root_gone = RemoveOnDrop(root.clone());
     let mut failures = Vec::new();
     for target in Target::selected() {
         let sandbox = root.join(target.name());
@@ -1701,4 +1703,13 @@ async fn live_benign_corpus_runs_on_both_targets_with_the_gates_on() {
         "benign code failed:\n{}",
         failures.join("\n")
     );
+}
+
+/// Removes a test's folder when the test ends, passed or failed.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

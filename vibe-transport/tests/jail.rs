@@ -24,6 +24,15 @@ fn jail(sandbox: &Path) -> Jail {
     Jail::new(sandbox).launcher(env!("CARGO_BIN_EXE_vibe-jail"))
 }
 
+/// Removes a test's folder when the test ends, passed or failed.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("vibe-jail-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -74,7 +83,9 @@ fn seccomp_programs_compile() {
 #[test]
 fn a_project_root_is_read_only_with_its_human_only_covered() {
     let sandbox = temp("root-sandbox");
+    let _sandbox_gone = RemoveOnDrop(sandbox.clone());
     let root = temp("root-project");
+    let _root_gone = RemoveOnDrop(root.clone());
     std::fs::create_dir_all(root.join("HUMAN_ONLY")).unwrap();
     let jail = jail(&sandbox).read_root(&root);
     let options = StdioOptions::jailed_bpy_python("/usr/bin/python3", &jail).unwrap();
@@ -104,6 +115,7 @@ fn a_project_root_is_read_only_with_its_human_only_covered() {
 #[test]
 fn the_jail_covers_human_only_and_clears_the_environment() {
     let sandbox = temp("layout");
+    let _sandbox_gone = RemoveOnDrop(sandbox.clone());
     // SAFETY of the test: a variable the bridge has must never reach the kernel.
     let options = StdioOptions::jailed_bpy_python("/usr/bin/python3", &jail(&sandbox)).unwrap();
     let args: Vec<String> = options
@@ -161,6 +173,7 @@ async fn jailed_hello(options: StdioOptions) -> StdioTransport {
 #[ignore = "needs VIBE_LIVE"]
 async fn live_jailed_bpy_reports_every_layer() {
     let sandbox = temp("bpy-hello");
+    let _sandbox_gone = RemoveOnDrop(sandbox.clone());
     let python = required("VIBE_BPY_PYTHON");
     let transport =
         jailed_hello(StdioOptions::jailed_bpy_python(python, &jail(&sandbox)).unwrap()).await;
@@ -181,6 +194,7 @@ async fn live_jailed_bpy_reports_every_layer() {
 #[ignore = "needs VIBE_LIVE"]
 async fn live_jailed_blender_reports_every_layer() {
     let sandbox = temp("blender-hello");
+    let _sandbox_gone = RemoveOnDrop(sandbox.clone());
     let blender = required("VIBE_BLENDER");
     let transport =
         jailed_hello(StdioOptions::jailed_blender(blender, &jail(&sandbox)).unwrap()).await;
@@ -438,6 +452,7 @@ mod restore {
 fn runtime_roots_never_include_the_home_folder() {
     use vibe_transport::jail::runtime_roots;
     let home = std::env::temp_dir().join(format!("vibe-jail-home-{}", std::process::id()));
+    let _home_gone = RemoveOnDrop(home.clone());
     let bin = home.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let install = home.join("blender-4.5");
@@ -475,6 +490,7 @@ fn under_launcher(dir: &Path, program: &str) -> std::process::Output {
 #[test]
 fn no_descriptor_of_the_parent_reaches_the_kernel() {
     let dir = temp("fds");
+    let _dir_gone = RemoveOnDrop(dir.clone());
     let output = under_launcher(&dir, "/usr/bin/ls /proc/self/fd");
     let listed = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{output:?}");
@@ -490,6 +506,7 @@ fn no_descriptor_of_the_parent_reaches_the_kernel() {
 fn no_setuid_or_setgid_file_can_be_made() {
     use std::os::unix::fs::PermissionsExt;
     let dir = temp("suid");
+    let _dir_gone = RemoveOnDrop(dir.clone());
     let file = dir.join("f");
     std::fs::write(&file, b"#!/bin/sh\n").unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
