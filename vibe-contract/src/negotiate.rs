@@ -422,6 +422,10 @@ pub fn negotiate(
         .limits
         .clone()
         .unwrap_or_else(|| policy.limits.clone());
+    let host_constraints = proposal
+        .constraints
+        .clone()
+        .unwrap_or_else(|| policy.constraints.clone());
     for (field, value) in [
         (
             "limits.tool_surface_cap",
@@ -432,22 +436,6 @@ pub fn negotiate(
             u64::from(host_limits.max_concurrent_calls),
         ),
         ("limits.max_payload_bytes", host_limits.max_payload_bytes),
-    ] {
-        if value == 0 {
-            return Err(Refusal::new(
-                RefusalRule::InvalidLimit,
-                field,
-                json!(0),
-                json!("at least 1"),
-                format!("{field} must be at least 1"),
-            ));
-        }
-    }
-    let host_constraints = proposal
-        .constraints
-        .clone()
-        .unwrap_or_else(|| policy.constraints.clone());
-    for (field, value) in [
         (
             "constraints.time_per_tool_ms",
             host_constraints.time_per_tool_ms,
