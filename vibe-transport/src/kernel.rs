@@ -14,10 +14,14 @@
 //!
 //! ## Transactions
 //!
-//! Headless Blender does not run undo, so a transaction is a snapshot of the file: `begin` saves
-//! a copy to a temporary `.blend`, `rollback` reopens it (the add-on does the same in the GUI, so
-//! both paths behave alike; undo steps in the GUI are left for later). `python.exec` without an
-//! open transaction takes the same snapshot, so a failed or interrupted run is rolled back.
+//! Headless, a transaction is a snapshot of the file: `begin` saves a copy to a temporary
+//! `.blend` (with fake users on unused data-blocks, so nothing is lost), `rollback` reopens it;
+//! every `python.exec` takes the same snapshot, so a failed or interrupted run is rolled back.
+//! In the GUI add-on nothing is reopened: every agent change is one undo step named after the
+//! tool and its object (`Vibe: object.move Cube`, so Ctrl+Z takes it back), `begin` marks the
+//! undo history, and `rollback` steps back to the mark, keeping the person's file, its path
+//! and their history before `begin`. If the person changed the scene since `begin`, rollback
+//! is refused (`rule: human_edits`, naming what changed) unless `force` is given.
 //!
 //! ## Live figures
 //!

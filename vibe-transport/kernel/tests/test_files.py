@@ -77,7 +77,7 @@ class FileTest(unittest.TestCase):
     def drop_transaction(self):
         tx = self.k.shared.transaction
         if tx is not None:
-            wire.tools.remove_snapshot(tx[1])
+            wire.snapshot.discard(tx[1])
             self.k.shared.transaction = None
 
     def call(self, tool, **params):

@@ -6,6 +6,10 @@ this user, and its path printed) and runs requests on the main thread from one p
 The GUI cannot be jailed, so agent code (`python.exec`) is offered only when the operator sets
 VIBE_ALLOW_UNCONFINED_CODE=1 before starting Blender; the hello then says "unconfined". Headless,
 run `run_kernel.py` instead (see wire.py).
+
+In the GUI the agent works in the person's undo history (snapshot.py): each of its changes is one
+undo step (`Vibe: object.move Cube`) that Ctrl+Z takes back, a transaction rolls back through
+undo (never by reloading the file), and changes wait while the person is in Edit Mode or the like.
 """
 
 bl_info = {

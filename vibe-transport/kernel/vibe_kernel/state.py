@@ -30,7 +30,9 @@ class Shared:
         self.console = collections.deque()
         self.console_seq = 0
         self.console_dropped = 0
-        self.transaction = None  # (id, snapshot path, owner session id)
+        # (id, what a rollback returns to, owner session id): a snapshot path headless, an undo
+        # position in the GUI (snapshot.Position)
+        self.transaction = None
         self.orphaned_at = None  # monotonic time the owner's last connection closed
         self.transactions_started = 0
         self.identity = {}  # name -> object reference, validated on every use
@@ -90,8 +92,8 @@ class Session:
 
     @property
     def transaction(self):
-        """This session's open transaction as (id, snapshot path), or None (also when another
-        session's transaction is open)."""
+        """This session's open transaction as (id, snapshot path or undo position), or None (also
+        when another session's transaction is open)."""
         tx = self.shared.transaction
         return (tx[0], tx[1]) if tx is not None and tx[2] == self.session_id else None
 

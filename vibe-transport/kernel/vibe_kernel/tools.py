@@ -4,8 +4,6 @@ changes anything, so a refused call leaves the scene as it was. The file tools (
 file.open, render.still) are in files.py; the actuator lock's rules in lock.py."""
 
 import math
-import os
-import tempfile
 import traceback
 
 import bmesh
@@ -833,22 +831,21 @@ def tx_misuse(rule, message, **details):
 
 @tool("transaction.begin", True, "transactions")
 def tx_begin(k, params):
-    opt_str(params, "label")
+    label = opt_str(params, "label")
     if k.state.transaction is not None:
         raise tx_misuse("transaction_open", "transaction %s is open; transactions do not nest"
                         % k.state.transaction[0], transaction=k.state.transaction[0])
+    tx_id = "tx-%d" % (k.state.transactions_started + 1)
+    # Headless: a snapshot of the whole file. GUI: a mark in Blender's undo history (snapshot.py).
+    kept = snapshot.begin(k, tx_id, label)
     k.state.transactions_started += 1
-    tx_id = "tx-%d" % k.state.transactions_started
-    # Undo does not run headless, so a transaction is a snapshot of the whole file.
-    path = os.path.join(tempfile.mkdtemp(prefix="vibe-tx-"), "snapshot.blend")
-    snapshot.save(path, k.file_op)
-    k.state.transaction = (tx_id, path)
+    k.state.transaction = (tx_id, kept)
     k.shared.transaction_modifiers = lock.modifiers_by_name(k.shared)
     return {"transaction": tx_id}
 
 
 def take_transaction(k, action):
-    """Closes this session's transaction: its (id, snapshot path), and the modifier record as it
+    """Closes this session's transaction: its (id, what it kept), and the modifier record as it
     was at its begin (what a rollback restores)."""
     if k.state.transaction is None:
         raise tx_misuse("no_transaction", "%s without an open transaction" % action)
@@ -860,39 +857,33 @@ def take_transaction(k, action):
 
 @tool("transaction.commit", True, "transactions")
 def tx_commit(k, params):
-    (tx_id, path), _ = take_transaction(k, "commit")
-    remove_snapshot(path)
+    (tx_id, kept), _ = take_transaction(k, "commit")
+    snapshot.discard(kept)
     return {"transaction": tx_id, "committed": True}
 
 
 @tool("transaction.rollback", True, "transactions")
 def tx_rollback(k, params):
-    (tx_id, path), modifiers = take_transaction(k, "rollback")
-    active = bpy.context.view_layer.objects.active
-    active_name = active.name if active else None
-    snapshot.load(path, k.file_op)
-    remove_snapshot(path)
+    force = params.get("force", False)
+    if not isinstance(force, bool):
+        raise invalid("force", "`force` must be a boolean")
+    if k.state.transaction is not None:
+        # Refused (human edits, a history too short) with the transaction still open.
+        snapshot.roll_back(k, k.state.transaction[1], force)
+    (tx_id, kept), modifiers = take_transaction(k, "rollback")
+    snapshot.discard(kept)
     lock.restore_modifiers(k.shared, modifiers)
-    # Pointers change with the reload; names are what the session knows objects by.
+    # Pointers change with the reload or undo; names are what the session knows objects by.
+    k.state.identity.clear()
     k.state.seen = {o.name: o.as_pointer() for o in scene().objects if o.name in k.state.seen}
-    if active_name and active_name in scene().objects:
-        bpy.context.view_layer.objects.active = scene().objects[active_name]
     return {"transaction": tx_id, "rolled_back": True}
-
-
-def remove_snapshot(path):
-    try:
-        os.remove(path)
-        os.rmdir(os.path.dirname(path))
-    except OSError:
-        pass
 
 
 @tool("python.exec", True, "code_exec")
 def python_exec(k, params):
     """Agent code, gated again here, under a deadline, atomic: a failed or interrupted run, or
-    one that broke the actuator lock (see lock.py), is rolled back to the file snapshot taken
-    before it, inside a transaction too."""
+    one that broke the actuator lock (see lock.py), is rolled back to the state before it (a file
+    snapshot headless, the last undo step in the GUI; see snapshot.Guard), inside a transaction too."""
     from . import codeexec
 
     code = req_str(params, "code")
@@ -900,17 +891,17 @@ def python_exec(k, params):
     if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, (int, float)) or not 0 < deadline_ms < 1e9:
         deadline_ms = 15000  # a frame's deadline_ms that is no sane number (NaN, infinite, negative)
     deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
-    before_file = os.path.join(tempfile.mkdtemp(prefix="vibe-exec-"), "before.blend")
-    snapshot.save(before_file, k.file_op)
+    # What a failed run returns to: a file snapshot headless, the last undo step in the GUI.
+    guard = snapshot.Guard(k)
     before = lock.inventory()
     created = {o.name for o in bpy.data.objects if created_by_agent(k, o)}
     modifiers = lock.modifiers_by_name(k.shared)
 
     def restore():
-        snapshot.load(before_file, k.file_op)
+        rolled_back = guard.restore()
         k.state.seen.clear()
         lock.restore_modifiers(k.shared, modifiers)
-        return True
+        return rolled_back
 
     # Agent code may delete, rename or undo anything: start and end with an empty identity cache.
     k.state.identity.clear()
@@ -926,7 +917,7 @@ def python_exec(k, params):
         rolled_back = restore()
         raise Refusal("timeout", "python.exec ran past its deadline of %.2f s and was interrupted" % deadline_s,
                       cancelled=True, rolled_back=rolled_back,
-                      partial_effects="none: rolled back" if rolled_back else "kept: the open transaction can roll them back")
+                      partial_effects="none: rolled back" if rolled_back else "kept: they could not be taken back")
     except codeexec.AgentError as failure:
         rolled_back = restore()
         message = sanitize(failure.message)
@@ -941,18 +932,19 @@ def python_exec(k, params):
         after = lock.inventory()
         broken = lock.violations(before, after, created)
         if broken:
-            restore()
+            rolled_back = restore()
             k.state.log_console("python.exec", "actuator lock: " + lock.describe(broken))
             raise Refusal("contract_violation",
                           "actuator lock: agent code may not delete, rename or unlink objects it did not create (%s); "
-                          "the call was rolled back" % lock.describe(broken),
-                          reason="actuator_lock", violations=broken, rolled_back=True)
+                          "%s" % (lock.describe(broken), "the call was rolled back" if rolled_back else
+                                  "taking the call back failed: its changes are still there"),
+                          reason="actuator_lock", violations=broken, rolled_back=rolled_back)
         made = sorted(name for name in after if name not in before)
         for name in made:
             bpy.data.objects[name][CREATED_PROP] = k.state.session_id
     finally:
         k.state.identity.clear()
-        remove_snapshot(before_file)
+        guard.close()
     # What the code printed goes back to the agent and the bridge: escaped (an unpaired surrogate
     # would halt the bridge's JSON parser; CappedOutput escapes them as they are written) and
     # with absolute paths cut to their last component, as error messages are.

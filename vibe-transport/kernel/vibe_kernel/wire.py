@@ -161,17 +161,17 @@ class Kernel:
 
     def file_loaded(self):
         """A file was loaded (a person's load in the GUI, or file.open): the state follows the file.
-        An open transaction is dropped (its snapshot belongs to another document), the identity
-        cache and the modifier record are emptied, everything in the file is the human's (the
-        CREATED_PROP tags are taken off), and the load is recorded as an event that every session
-        hears of in its next answer (see `handle`)."""
+        An open transaction is dropped (its snapshot, or the undo history it marked, belongs to
+        another document), the identity cache and the modifier record are emptied, everything in
+        the file is the human's (the CREATED_PROP tags are taken off), and the load is recorded as
+        an event that every session hears of in its next answer (see `handle`)."""
         shared = self.shared
         dropped = None
         if shared.transaction is not None:
             dropped, path, owner = shared.transaction
             shared.transaction = None
             shared.orphaned_at = None
-            tools.remove_snapshot(path)
+            snapshot.discard(path)
             shared.log_console("kernel", "transaction %s of session %s was dropped: another file was loaded"
                                % (dropped, owner))
         shared.transaction_modifiers = []
@@ -200,8 +200,15 @@ class Kernel:
         if mutates and self.state.busy:
             return err("contract_violation", "Blender is loading or saving a file; wait until kernel.status says ready",
                        reason="busy")
+        gui = mutates and snapshot.uses_undo()
+        if gui and name != "transaction.commit":
+            human = snapshot.human_activity()
+            if human is not None:
+                return err("contract_violation", "the human is %s in Blender; %s waits until they are done (reads "
+                           "still work)" % (human, name), reason="busy", human=human)
         try:
-            return ok(fn(self, params))
+            # In the GUI every change is one undo step of its own (snapshot.run_as_step).
+            return ok(snapshot.run_as_step(self, name, fn, params) if gui else fn(self, params))
         except Refusal as refusal:
             return err(refusal.code, refusal.message, **refusal.details)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an envelope
@@ -226,21 +233,21 @@ class Kernel:
 
     def end_orphan(self):
         """Ends the transaction of a session that left: headless it is rolled back (what an
-        uncommitted transaction means); in the GUI the scene is kept, because reloading the
-        snapshot would take the human's file and undo history away. Said on the console."""
+        uncommitted transaction means); in the GUI the scene is kept (the human may be working on
+        it; the agent's steps stay in the undo history). Said on the console."""
         tx_id, path, owner = self.shared.transaction
         self.shared.transaction = None
         self.shared.orphaned_at = None
         modifiers, self.shared.transaction_modifiers = self.shared.transaction_modifiers, []
         outcome = "kept its changes"
-        if bpy.app.background:
+        if isinstance(path, str):  # a file snapshot (headless)
             try:
                 snapshot.load(path, self.file_op)
                 lock.restore_modifiers(self.shared, modifiers)
                 outcome = "was rolled back"
             except Exception as exc:  # noqa: BLE001 - a failed reload is reported, not fatal
                 outcome = "could not be rolled back (%s); the scene was kept" % exc
-        tools.remove_snapshot(path)
+        snapshot.discard(path)
         self.shared.log_console("kernel", "transaction %s of session %s %s: its connection closed %.0f s ago"
                                 % (tx_id, owner, outcome, ORPHAN_GRACE_S))
 
@@ -330,7 +337,7 @@ class Kernel:
         import shutil
         import tempfile
         if self.state.transaction is not None:
-            tools.remove_snapshot(self.state.transaction[1])
+            snapshot.discard(self.state.transaction[1])
         self.state.transaction = None
         self.shared.transaction_modifiers = []
         if isinstance(transaction, dict) and isinstance(transaction.get("snapshot"), str):

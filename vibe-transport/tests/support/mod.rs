@@ -138,16 +138,44 @@ pub fn addon_installer(work: &Path) -> String {
 /// GUI Blender under xvfb-run with the add-on installed (into a scripts folder in `work`, not
 /// the user's) and listening with `token`.
 pub fn gui_addon(blender: &Path, work: &Path, register: &str, token: &str) -> ListeningBlender {
+    gui_addon_with(blender, work, register, token, None, &[], &[])
+}
+
+/// [`gui_addon`] opening `file` (a person's project: on the command line, as a person starts
+/// Blender), running each of `scripts` after the add-on is enabled, with `env` set. Blender's
+/// output goes to `work/blender-gui.log`.
+pub fn gui_addon_with(
+    blender: &Path,
+    work: &Path,
+    register: &str,
+    token: &str,
+    file: Option<&Path>,
+    scripts: &[&Path],
+    env: &[(&str, &str)],
+) -> ListeningBlender {
     let port = free_port();
-    let child = Command::new("xvfb-run")
+    let mut command = Command::new("xvfb-run");
+    command
         .args(["-a", "-s", "-screen 0 1280x800x24"])
         .arg(blender)
-        .args(["--factory-startup", "--python-expr", register])
+        .arg("--factory-startup");
+    if let Some(file) = file {
+        command.arg(file);
+    }
+    command.args(["--python-expr", register]);
+    for script in scripts {
+        command.arg("--python").arg(script);
+    }
+    let log = std::fs::File::create(work.join("blender-gui.log")).unwrap();
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let child = command
         .env("VIBE_PORT", port.to_string())
         .env("VIBE_TOKEN", token)
         .env("BLENDER_USER_SCRIPTS", work.join("scripts"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
         .process_group(0)
         .spawn()
         .expect("xvfb-run must be installed for the GUI live test");
