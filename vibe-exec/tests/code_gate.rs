@@ -17,7 +17,7 @@ use vibe_exec::code::policy::{MAX_EXPRESSION_DEPTH, MAX_NESTING, MAX_SOURCE_BYTE
 use vibe_exec::code::{Verdict, check};
 
 /// (escape attempt, the rule that must catch it)
-const ESCAPES: [(&str, &str); 47] = [
+const ESCAPES: [(&str, &str); 49] = [
     ("import os\nos.system('rm -rf ~')", "import_not_allowed"),
     (
         "import subprocess\nsubprocess.run(['sh'])",
@@ -94,6 +94,9 @@ const ESCAPES: [(&str, &str); 47] = [
         "attribute_denied",
     ),
     ("import bpy\nbpy.ops.wm.quit_blender()", "operator_denied"),
+    // The undo history holds the person's steps in the GUI.
+    ("import bpy\nfor _ in range(50):\n    bpy.ops.ed.undo()", "operator_denied"),
+    ("import bpy\ned = bpy.ops.ed\ned.undo_history(item=0)", "operator_denied"),
     (
         "import bpy\nbpy.ops.wm.open_mainfile(filepath='/home/ann/rig.blend')",
         "operator_denied",

@@ -228,9 +228,10 @@ pub const DUNDER_METHODS_ALLOWED: [&str; 24] = [
 /// The Python kernel's own package (`kernel_access`): agent code must not reach or patch it.
 pub const KERNEL_MODULE: &str = "vibe_kernel";
 
-/// `bpy.ops.<group>.<operator>` pairs that touch files, quit, or load code; `*` is any operator,
-/// a trailing `*` a prefix. They are refused when the chain goes through `ops`.
-pub const DENIED_OPERATORS: [(&str, &str); 24] = [
+/// `bpy.ops.<group>.<operator>` pairs that touch files, quit, or load code, and the undo
+/// history (`ed.*`: in the GUI it holds the person's steps too); `*` is any operator, a trailing
+/// `*` a prefix. They are refused when the chain goes through `ops`.
+pub const DENIED_OPERATORS: [(&str, &str); 25] = [
     ("wm", "open_mainfile"),
     ("wm", "save_mainfile"),
     ("wm", "save_as_mainfile"),
@@ -255,13 +256,14 @@ pub const DENIED_OPERATORS: [(&str, &str); 24] = [
     ("text", "*"),
     ("extensions", "*"),
     ("wm", "addon_*"),
+    ("ed", "*"),
 ];
 
 /// Operator names refused whatever the chain that reaches them (an alias of `bpy.ops.wm` or
-/// `bpy.ops.script` included): files, quitting, add-ons, external programs, and the operators
+/// `bpy.ops.script` included): files, quitting, add-ons, external programs, the operators
 /// that evaluate a data path or run a script (`wm.context_*`, `wm.properties_*`, presets, key
-/// configurations).
-pub const OPERATOR_NAMES: [&str; 20] = [
+/// configurations), and the undo history's (in the GUI it holds the person's steps).
+pub const OPERATOR_NAMES: [&str; 25] = [
     "open_mainfile",
     "save_mainfile",
     "save_as_mainfile",
@@ -282,6 +284,11 @@ pub const OPERATOR_NAMES: [&str; 20] = [
     "operator_pie_enum",
     "external_edit",
     "play_rendered_anim",
+    "undo",
+    "redo",
+    "undo_history",
+    "undo_redo",
+    "undo_push",
 ];
 
 /// Prefixes and infixes of operator names refused through any chain, like [`OPERATOR_NAMES`].

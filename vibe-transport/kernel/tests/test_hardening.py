@@ -99,6 +99,8 @@ class GateTest(Base):
         ("operator_denied", "import bpy\nbpy.ops.wm.properties_edit(data_path='x')"),
         ("operator_denied", "import bpy\nbpy.ops.wm.doc_view_manual()"),
         ("operator_denied", "import bpy\nbpy.ops.text.run_script()"),
+        ("operator_denied", "import bpy\nfor _ in range(50):\n    bpy.ops.ed.undo()"),
+        ("operator_denied", "import bpy\ned = bpy.ops.ed\ned.undo_history(item=0)"),
         ("operator_denied", "import bpy\nbpy.ops.console.execute()"),
         ("attribute_denied", "import bpy\nbpy.context.window_manager.keyconfigs"),
         ("attribute_denied", "import bpy\nbpy.data.objects['Cube'].driver_add('location')"),

@@ -123,7 +123,9 @@ DENIED_OPERATORS = {("wm", "open_mainfile"), ("wm", "save_mainfile"), ("wm", "sa
                     ("wm", "recover_auto_save"), ("wm", "revert_mainfile"), ("wm", "link"), ("wm", "append"),
                     ("wm", "url_open"), ("wm", "url_open_preset"), ("wm", "path_open"), ("wm", "call_menu*"),
                     ("wm", "call_panel"), ("preferences", "*"), ("script", "*"), ("console", "*"), ("text", "*"),
-                    ("extensions", "*"), ("wm", "addon_*")}
+                    ("extensions", "*"), ("wm", "addon_*"),
+                    # the undo history: in the GUI it holds the person's steps too
+                    ("ed", "*")}
 # Refused through any chain (an alias of bpy.ops.wm included).
 OPERATOR_NAMES = {"open_mainfile", "save_mainfile", "save_as_mainfile", "save_homefile", "quit_blender",
                   "read_homefile", "read_factory_settings", "read_userpref", "recover_last_session",
@@ -131,7 +133,9 @@ OPERATOR_NAMES = {"open_mainfile", "save_mainfile", "save_as_mainfile", "save_ho
                   "python_file_run", "execute_preset", "operator_pie_enum", "external_edit", "play_rendered_anim",
                   # kernel: eval data paths taken from F-curves; start programs; delete files
                   "update_animated_transform_constraints", "open_containing_blend_file", "delete_proxy",
-                  "operator_presets_cleanup"}
+                  "operator_presets_cleanup",
+                  # the undo history: in the GUI it holds the person's steps too
+                  "undo", "redo", "undo_history", "undo_redo", "undo_push"}
 OPERATOR_PREFIXES = ("addon_", "context_", "properties_", "keyconfig_", "doc_view", "previews_batch_",
                      "app_template_")
 DENIED_STRINGS = ("ShaderNodeScript", "NodeScript")
