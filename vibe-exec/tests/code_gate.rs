@@ -95,8 +95,14 @@ const ESCAPES: [(&str, &str); 49] = [
     ),
     ("import bpy\nbpy.ops.wm.quit_blender()", "operator_denied"),
     // The undo history holds the person's steps in the GUI.
-    ("import bpy\nfor _ in range(50):\n    bpy.ops.ed.undo()", "operator_denied"),
-    ("import bpy\ned = bpy.ops.ed\ned.undo_history(item=0)", "operator_denied"),
+    (
+        "import bpy\nfor _ in range(50):\n    bpy.ops.ed.undo()",
+        "operator_denied",
+    ),
+    (
+        "import bpy\ned = bpy.ops.ed\ned.undo_history(item=0)",
+        "operator_denied",
+    ),
     (
         "import bpy\nbpy.ops.wm.open_mainfile(filepath='/home/ann/rig.blend')",
         "operator_denied",
