@@ -155,3 +155,60 @@ async fn the_filter_refuses_code_that_deletes_the_humans_cube_and_learns_what_co
         .await;
     assert!(deleted.is_ok(), "{deleted:?}");
 }
+
+#[test]
+fn the_humans_other_data_blocks_modifiers_and_vertex_groups_are_named() {
+    let body = |modifiers: &[&str], groups: &[&str], blocks: &[(&str, &str)]| {
+        let blocks: Vec<Value> = blocks
+            .iter()
+            .map(|(kind, name)| json!({"kind": kind, "name": name}))
+            .collect();
+        json!({
+            "objects": [{"name": "Body", "data": "BodyMesh", "collections": ["Collection"], "in_scene": true,
+                         "modifiers": modifiers, "vertex_groups": groups}],
+            "blocks": blocks,
+        })
+    };
+    let before = body(
+        &["Armature"],
+        &["spine"],
+        &[
+            ("material", "Skin"),
+            ("action", "Walk"),
+            ("material", "Paint"),
+        ],
+    );
+    let after = body(&[], &[], &[("material", "Skin")]);
+    // The agent made `Paint` (a typed material.ensure_principled): it may remove it.
+    let created = created_with_material("Paint");
+    assert!(created.owns(vibe_contract::DataKind::Material, None, "Paint"));
+    assert!(!created.owns(vibe_contract::DataKind::Material, None, "Skin"));
+    assert_eq!(
+        violations(&before, &after, &created),
+        [
+            v("Body", "lost its modifier \"Armature\""),
+            v("Body", "lost its vertex group \"spine\""),
+            v("Walk", "(action) deleted or renamed"),
+        ]
+    );
+    // Nothing lost: nothing named.
+    assert!(violations(&before, &before, &created).is_empty());
+}
+
+/// A registry where the agent made the material `name` (through the pipeline, as the agent
+/// would: material.ensure_principled over MockBlender).
+fn created_with_material(name: &str) -> CreatedRegistry {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let rig = rig(MockBlender::new()).await;
+        let made = rig
+            .pipeline
+            .call("material.ensure_principled", json!({"name": name}))
+            .await;
+        assert!(made.is_ok(), "{made:?}");
+        rig.pipeline.session().created()
+    })
+}

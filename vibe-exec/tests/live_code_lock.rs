@@ -17,7 +17,7 @@ use vibe_transport::jail::Jail;
 use vibe_transport::{StdioOptions, SupervisedKernel, Transport, kernel_factory};
 
 /// Ways agent code takes the factory Cube (which the agent did not create) away.
-const DELETIONS: [(&str, &str); 9] = [
+const DELETIONS: [(&str, &str); 11] = [
     (
         "objects.remove",
         "bpy.data.objects.remove(bpy.data.objects['Cube'])",
@@ -48,6 +48,14 @@ const DELETIONS: [(&str, &str); 9] = [
     ),
     ("rename", "bpy.data.objects['Cube'].name = 'junk'"),
     (
+        "material removal",
+        "bpy.data.materials.remove(bpy.data.materials['Material'])",
+    ),
+    (
+        "material rename (its own vertex group made and removed on the way)",
+        "ob = bpy.data.objects['Cube']\nob.vertex_groups.new(name='g')\nob.vertex_groups.remove(ob.vertex_groups['g'])\nbpy.data.materials['Material'].name = 'Other'",
+    ),
+    (
         "data swap",
         "bpy.data.objects['Cube'].data = bpy.data.meshes.new('Other')",
     ),
@@ -56,6 +64,7 @@ const DELETIONS: [(&str, &str); 9] = [
 /// Agent code that disarms every check it can reach in its own process first: the kernel's
 /// in-kernel lock, its code gate, the rollback of failed calls.
 const DISARM: &str = "import sys\nlock = sys.modules['vibe_kernel.lock']\nlock.violations = lambda *a, **k: []\n\
+lock.part_violations = lambda *a, **k: []\nlock.block_violations = lambda *a, **k: []\n\
 codeexec = sys.modules['vibe_kernel.codeexec']\ncodeexec.check = lambda tree: None\n";
 
 fn required(var: &str) -> PathBuf {
@@ -158,7 +167,9 @@ async fn every_deletion_is_refused(target: &str, disarmed: bool) {
             "{target} {label}: {error:?}"
         );
         assert!(
-            error.message.contains("Cube") || error.message.contains("Camera"),
+            ["Cube", "Camera", "Material", "Collection"]
+                .iter()
+                .any(|name| error.message.contains(name)),
             "{error:?}"
         );
         assert_eq!(

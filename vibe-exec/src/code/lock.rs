@@ -24,12 +24,12 @@
 //! work" asks for a stable identity). Property edits are allowed anyway, so this is stated here
 //! rather than hidden.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use vibe_audit::RecordKind;
-use vibe_contract::CAP_CODE_EXEC;
+use vibe_contract::{CAP_CODE_EXEC, DataKind};
 use vibe_errors::{Envelope, ErrorBody, ErrorCode, Reason};
 
 use crate::phase::{CallContext, Phase, Stage};
@@ -50,6 +50,31 @@ struct Record {
     data: Option<String>,
     collections: Vec<String>,
     in_scene: bool,
+    modifiers: Vec<String>,
+    vertex_groups: Vec<String>,
+}
+
+/// The other data-blocks of an inventory (`blocks`: materials, collections, actions, node
+/// groups, images, texts) as (kind, name).
+fn blocks(inventory: &Value) -> BTreeSet<(String, String)> {
+    let listed = inventory.get("blocks").and_then(Value::as_array);
+    listed
+        .into_iter()
+        .flatten()
+        .filter_map(|b| {
+            let kind = b.get("kind")?.as_str()?.to_owned();
+            Some((kind, b.get("name")?.as_str()?.to_owned()))
+        })
+        .collect()
+}
+
+/// The kinds the bridge records when the agent makes one (the rest are never the agent's).
+fn recorded_kind(kind: &str) -> Option<DataKind> {
+    match kind {
+        "material" => Some(DataKind::Material),
+        "collection" => Some(DataKind::Collection),
+        _ => None,
+    }
 }
 
 fn records(inventory: &Value) -> BTreeMap<String, Record> {
@@ -77,6 +102,8 @@ fn records(inventory: &Value) -> BTreeMap<String, Record> {
                         .map(str::to_owned),
                     collections: strings("collections"),
                     in_scene: object.get("in_scene").and_then(Value::as_bool) == Some(true),
+                    modifiers: strings("modifiers"),
+                    vertex_groups: strings("vertex_groups"),
                 },
             ))
         })
@@ -86,13 +113,52 @@ fn records(inventory: &Value) -> BTreeMap<String, Record> {
 /// Compares two inventories (`{"objects": [{name, data, collections, in_scene}]}`) under the
 /// rule; `created` holds what the agent created in this session. In name order.
 pub fn violations(before: &Value, after: &Value, created: &CreatedRegistry) -> Vec<LockViolation> {
-    let before = records(before);
-    let after = records(after);
+    let mut found = object_violations(&records(before), &records(after), created);
+    let now = blocks(after);
+    for (kind, name) in blocks(before) {
+        let mine = recorded_kind(&kind).is_some_and(|k| created.owns(k, None, &name));
+        if !mine && !now.contains(&(kind.clone(), name.clone())) {
+            found.push(LockViolation {
+                name,
+                what: format!("({}) deleted or renamed", kind.replace('_', " ")),
+            });
+        }
+    }
+    found
+}
+
+fn object_violations(
+    before: &BTreeMap<String, Record>,
+    after: &BTreeMap<String, Record>,
+    created: &CreatedRegistry,
+) -> Vec<LockViolation> {
     let new_names: Vec<&String> = after.keys().filter(|n| !before.contains_key(*n)).collect();
     let mut found = Vec::new();
-    for (name, was) in &before {
+    for (name, was) in before {
         if created.contains(name) || !was.in_scene {
             continue;
+        }
+        if let Some(now) = after.get(name) {
+            for modifier in &was.modifiers {
+                if !now.modifiers.contains(modifier)
+                    && !created.owns(DataKind::Modifier, Some(name), modifier)
+                {
+                    found.push(LockViolation {
+                        name: name.clone(),
+                        what: format!("lost its modifier {modifier:?}"),
+                    });
+                }
+            }
+            for group in was
+                .vertex_groups
+                .iter()
+                .filter(|g| !now.vertex_groups.contains(g))
+            {
+                found.push(LockViolation {
+                    name: name.clone(),
+                    what: format!("lost its vertex group {group:?}"),
+                });
+            }
         }
         let what = match after.get(name) {
             None => {

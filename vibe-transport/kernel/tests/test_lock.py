@@ -61,6 +61,34 @@ class LockTest(unittest.TestCase):
         names = [v["name"] for v in answer["error"]["details"]["violations"]]
         self.assertEqual(names, ["Camera", "Cube", "Light"])
 
+    def test_the_humans_other_data_blocks_and_object_parts_are_protected_too(self):
+        setup = ("import bpy\ncube = bpy.data.objects['Cube']\ncube.modifiers.new('Bend', 'SIMPLE_DEFORM')\n"
+                 "cube.vertex_groups.new(name='spine')\nbpy.data.actions.new('Walk').use_fake_user = True\n"
+                 "bpy.data.node_groups.new('Rigging', 'GeometryNodeTree').use_fake_user = True\n")
+        exec(compile(setup, "setup", "exec"))  # the person's own work, not the agent's
+        attacks = {
+            "material": ("bpy.data.materials.remove(bpy.data.materials['Material'])", "Material"),
+            "action": ("bpy.data.actions.remove(bpy.data.actions['Walk'])", "Walk"),
+            "node group": ("bpy.data.node_groups['Rigging'].name = 'x'", "Rigging"),
+            "modifier": ("ob = bpy.data.objects['Cube']\nob.modifiers.remove(ob.modifiers['Bend'])", "Cube"),
+            "vertex group": ("ob = bpy.data.objects['Cube']\nob.vertex_groups.remove(ob.vertex_groups['spine'])",
+                             "Cube"),
+        }
+        for label, (code, name) in attacks.items():
+            with self.subTest(label):
+                answer = self.k.call("python.exec", {"code": "import bpy\n" + code})
+                self.assertFalse(answer["ok"], "%s: %r" % (label, answer))
+                details = answer["error"]["details"]
+                self.assertEqual(details["reason"], "actuator_lock", answer)
+                self.assertIn(name, [v["name"] for v in details["violations"]], answer)
+        self.assertIn("Bend", bpy.data.objects["Cube"].modifiers)
+        self.assertIn("Walk", bpy.data.actions)
+        # A material the agent made itself (tagged by material.ensure_principled) stays free.
+        made = self.k.call("material.ensure_principled", {"name": "Paint"})
+        self.assertTrue(made["ok"], made)
+        gone = self.k.call("python.exec", {"code": "import bpy\nbpy.data.materials.remove(bpy.data.materials['Paint'])"})
+        self.assertTrue(gone["ok"], gone)
+
     def test_the_agents_own_objects_stay_free_and_property_edits_are_allowed(self):
         made = self.k.call("python.exec", {"code": "import bpy\nme = bpy.data.meshes.new('Box')\n"
                                                    "ob = bpy.data.objects.new('Box', me)\n"

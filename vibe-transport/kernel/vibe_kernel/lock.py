@@ -126,8 +126,53 @@ def inventory():
             "data": data.name if data is not None else None,
             "collections": sorted(linked.get(pointer, ())),
             "in_scene": pointer in in_scene,
+            "modifiers": [m.name for m in obj.modifiers],
+            "vertex_groups": [g.name for g in obj.vertex_groups],
         }
     return records
+
+
+# The other data-blocks agent code may not remove or rename: (kind, bpy.data collection).
+BLOCK_KINDS = (("material", "materials"), ("collection", "collections"), ("action", "actions"),
+               ("node_group", "node_groups"), ("image", "images"), ("text", "texts"))
+
+
+def blocks():
+    """Every data-block of BLOCK_KINDS as {"kind", "name", "created"} (`created`: the agent's
+    tag, on materials and collections it made). Render results and viewer images are Blender's
+    own, made and freed by renders: not listed."""
+    found = []
+    for kind, attribute in BLOCK_KINDS:
+        for block in getattr(bpy.data, attribute, ()):
+            if kind == "image" and block.type in ("RENDER_RESULT", "COMPOSITING"):
+                continue
+            found.append({"kind": kind, "name": block.name, "created": block.get(CREATED_PROP)})
+    return found
+
+
+def block_violations(before, after, session_id):
+    """Data-blocks in `before` (from `blocks`) missing from `after` that the agent did not
+    make: {"name", "what"} like `violations`."""
+    now = {(b["kind"], b["name"]) for b in after}
+    return [{"name": b["name"], "what": "(%s) deleted or renamed" % b["kind"].replace("_", " ")}
+            for b in before if (b["kind"], b["name"]) not in now and b.get("created") != session_id]
+
+
+def part_violations(before, after, created, agent_modifiers):
+    """Modifiers and vertex groups gone from protected objects that still exist (a modifier
+    the agent added is its own): {"name", "what"}."""
+    found = []
+    for name in sorted(before):
+        was, now = before[name], after.get(name)
+        if name in created or now is None or not was["in_scene"]:
+            continue
+        for modifier in was.get("modifiers", ()):
+            if modifier not in now.get("modifiers", ()) and (name, modifier) not in agent_modifiers:
+                found.append({"name": name, "what": 'lost its modifier "%s"' % modifier})
+        for group in was.get("vertex_groups", ()):
+            if group not in now.get("vertex_groups", ()):
+                found.append({"name": name, "what": 'lost its vertex group "%s"' % group})
+    return found
 
 
 def violations(before, after, created):

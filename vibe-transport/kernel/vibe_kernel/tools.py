@@ -380,6 +380,7 @@ def create_collection(k, params):
     if name in bpy.data.collections:
         raise invalid("name", "a collection named %r exists outside this scene" % name, reason="name_taken")
     coll = bpy.data.collections.new(name)
+    coll[CREATED_PROP] = k.state.session_id
     collection_by_name(parent or MASTER).children.link(coll)
     return {"name": coll.name, "parent": parent, "created": True}
 
@@ -707,6 +708,7 @@ def ensure_principled(k, params):
     created = mat is None
     if created:
         mat = bpy.data.materials.new(name)
+        mat[CREATED_PROP] = k.state.session_id
     # Blender 5 materials always use nodes (`use_nodes` is deprecated there); older ones may not.
     if mat.node_tree is None or (bpy.app.version < (5, 0, 0) and not mat.use_nodes):
         mat.use_nodes = True
@@ -894,6 +896,7 @@ def python_exec(k, params):
     # What a failed run returns to: a file snapshot headless, the last undo step in the GUI.
     guard = snapshot.Guard(k)
     before = lock.inventory()
+    before_blocks = lock.blocks()
     created = {o.name for o in bpy.data.objects if created_by_agent(k, o)}
     modifiers = lock.modifiers_by_name(k.shared)
 
@@ -930,18 +933,27 @@ def python_exec(k, params):
         raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
     else:
         after = lock.inventory()
-        broken = lock.violations(before, after, created)
+        agent_modifiers = {(o, m) for o, m, session in modifiers if session == k.state.session_id}
+        broken = (lock.violations(before, after, created)
+                  + lock.part_violations(before, after, created, agent_modifiers)
+                  + lock.block_violations(before_blocks, lock.blocks(), k.state.session_id))
         if broken:
             rolled_back = restore()
             k.state.log_console("python.exec", "actuator lock: " + lock.describe(broken))
             raise Refusal("contract_violation",
-                          "actuator lock: agent code may not delete, rename or unlink objects it did not create (%s); "
+                          "actuator lock: agent code may not delete, rename or unlink data it did not create (%s); "
                           "%s" % (lock.describe(broken), "the call was rolled back" if rolled_back else
                                   "taking the call back failed: its changes are still there"),
                           reason="actuator_lock", violations=broken, rolled_back=rolled_back)
         made = sorted(name for name in after if name not in before)
         for name in made:
             bpy.data.objects[name][CREATED_PROP] = k.state.session_id
+        # Other data-blocks the code made are the agent's too.
+        had = {(b["kind"], b["name"]) for b in before_blocks}
+        attributes = dict(lock.BLOCK_KINDS)
+        for block in lock.blocks():
+            if (block["kind"], block["name"]) not in had:
+                getattr(bpy.data, attributes[block["kind"]])[block["name"]][CREATED_PROP] = k.state.session_id
     finally:
         k.state.identity.clear()
         guard.close()

@@ -289,7 +289,7 @@ class Kernel:
             return {"type": "result", "id": frame.get("id"), "envelope": envelope}
         if kind == "inventory":
             try:
-                envelope = ok({"objects": list(lock.inventory().values())})
+                envelope = ok({"objects": list(lock.inventory().values()), "blocks": lock.blocks()})
             except Exception as exc:  # noqa: BLE001 - a scene that cannot be listed is an answer
                 envelope = from_exception(exc)
             return {"type": "result", "id": frame.get("id"), "envelope": envelope}

@@ -1144,6 +1144,20 @@ fn code_lock_violations(
         };
         found.push((name.clone(), what));
     }
+    // The other data-blocks the mock has: materials and collections the agent did not make.
+    for material in before.materials.keys() {
+        if !after.materials.contains_key(material) {
+            found.push((material.clone(), "(material) deleted or renamed".to_owned()));
+        }
+    }
+    for collection in &before.collections {
+        if !after.collections.iter().any(|c| c.name == collection.name) {
+            found.push((
+                collection.name.clone(),
+                "(collection) deleted or renamed".to_owned(),
+            ));
+        }
+    }
     found
 }
 
