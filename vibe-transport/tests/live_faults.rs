@@ -187,6 +187,9 @@ async fn run_seed(python: &std::path::Path, seed: u64) -> BTreeMap<&'static str,
     mock.configure(&session()).await.unwrap();
     let mut counts = BTreeMap::new();
     for (i, step) in sequence(seed).into_iter().enumerate() {
+        // The kill of a KillDuring step: awaited before the next step, so it lands during its
+        // own call or right after it (a loaded machine may delay it), never in a later one.
+        let mut kill = None;
         let (tool, params, short) = match step {
             Step::KillIdle => {
                 sigkill(live.current().pid());
@@ -201,10 +204,10 @@ async fn run_seed(python: &std::path::Path, seed: u64) -> BTreeMap<&'static str,
             }
             Step::KillDuring(tool, params) => {
                 let pid = live.current().pid();
-                tokio::spawn(async move {
+                kill = Some(tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     sigkill(pid);
-                });
+                }));
                 *counts.entry("killed during a call").or_default() += 1;
                 (tool, params, None)
             }
@@ -215,6 +218,9 @@ async fn run_seed(python: &std::path::Path, seed: u64) -> BTreeMap<&'static str,
             .call(Call::new(live.next_id(), tool, params.clone(), deadline))
             .await
             .unwrap_or_else(|e| panic!("seed {seed} step {i} {tool}: transport error {e}"));
+        if let Some(kill) = kill {
+            kill.await.unwrap();
+        }
         if fault_answer(&answer) {
             *counts
                 .entry("answered as a fault (did not take effect)")
