@@ -713,16 +713,20 @@ def main(argv):
         bpy.context.preferences.filepaths.file_preview_type = "NONE"
     kernel = Kernel()
     install_busy_handlers(kernel)
-    if options["open"] is not None:
-        # The operator's file, before anyone connects: everything in it is the human's.
-        try:
-            files.open_blend(kernel, os.path.abspath(options["open"]))
-        except Exception as exc:  # noqa: BLE001 - said clearly, then the kernel does not start
-            raise SystemExit("vibe-kernel: cannot open %s: %s" % (options["open"], exc))
-    if options["mode"] == "stdio":
-        serve_stdio(kernel)
-    else:
-        if options["host"] not in ("127.0.0.1", "localhost", "::1"):
-            print("vibe-kernel: listening beyond loopback on %s; anyone who can reach it needs the token"
-                  % options["host"], file=sys.stderr, flush=True)
-        serve_tcp(kernel, options["host"], options["port"], ensure_token(options["token"]), once=options["once"])
+    try:
+        if options["open"] is not None:
+            # The operator's file, before anyone connects: everything in it is the human's.
+            try:
+                files.open_blend(kernel, os.path.abspath(options["open"]))
+            except Exception as exc:  # noqa: BLE001 - said clearly, then the kernel does not start
+                raise SystemExit("vibe-kernel: cannot open %s: %s" % (options["open"], exc))
+        if options["mode"] == "stdio":
+            serve_stdio(kernel)
+        else:
+            if options["host"] not in ("127.0.0.1", "localhost", "::1"):
+                print("vibe-kernel: listening beyond loopback on %s; anyone who can reach it needs the token"
+                      % options["host"], file=sys.stderr, flush=True)
+            serve_tcp(kernel, options["host"], options["port"], ensure_token(options["token"]), once=options["once"])
+    finally:
+        # Persistent handlers left on at exit hang the bpy 4.5 module's shutdown.
+        remove_handlers(kernel)
