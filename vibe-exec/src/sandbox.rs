@@ -75,23 +75,11 @@ impl Sandbox {
             }
         }
         // Resolve what exists on disk: a symlink anywhere may not lead outside the sandbox.
-        let mut existing = path.as_path();
-        while !existing.exists() {
-            match existing.parent() {
-                Some(parent) => existing = parent,
-                None => break,
-            }
-        }
-        let canonical = std::fs::canonicalize(existing)
-            .map_err(|e| SandboxViolation(format!("cannot resolve the path: {e}")))?;
-        if !canonical.starts_with(&self.root) {
+        let resolved = resolve_links(&path)?;
+        if !resolved.starts_with(&self.root) {
             return refuse("the path resolves outside the sandbox (through a symlink)".into());
         }
-        if canonical.components().any(|c| {
-            c.as_os_str()
-                .to_string_lossy()
-                .eq_ignore_ascii_case(HUMAN_ONLY)
-        }) {
+        if names_human_only(&resolved) {
             return refuse(format!("the path resolves into {HUMAN_ONLY}/"));
         }
         if path
@@ -169,21 +157,8 @@ pub fn readable_file(
             return refuse(format!("{HUMAN_ONLY}/ is reserved for humans"));
         }
     }
-    let mut existing = path;
-    while !existing.exists() {
-        match existing.parent() {
-            Some(parent) => existing = parent,
-            None => break,
-        }
-    }
-    let canonical = std::fs::canonicalize(existing)
-        .map_err(|e| SandboxViolation(format!("cannot resolve the path: {e}")))?;
-    let resolved = canonical.join(path.strip_prefix(existing).unwrap_or(Path::new("")));
-    if resolved.components().any(|c| {
-        c.as_os_str()
-            .to_string_lossy()
-            .eq_ignore_ascii_case(HUMAN_ONLY)
-    }) {
+    let resolved = resolve_links(path)?;
+    if names_human_only(&resolved) {
         return refuse(format!("the path resolves into {HUMAN_ONLY}/"));
     }
     let allowed = roots
@@ -197,4 +172,28 @@ pub fn readable_file(
         );
     }
     Ok(resolved)
+}
+
+/// `path` with the links of its deepest existing ancestor resolved, and the rest (which does
+/// not exist yet) appended as written.
+fn resolve_links(path: &Path) -> Result<PathBuf, SandboxViolation> {
+    let mut existing = path;
+    while !existing.exists() {
+        match existing.parent() {
+            Some(parent) => existing = parent,
+            None => break,
+        }
+    }
+    let canonical = std::fs::canonicalize(existing)
+        .map_err(|e| SandboxViolation(format!("cannot resolve the path: {e}")))?;
+    Ok(canonical.join(path.strip_prefix(existing).unwrap_or(Path::new(""))))
+}
+
+/// Whether a component of `path` is `HUMAN_ONLY` in any letter case.
+fn names_human_only(path: &Path) -> bool {
+    path.components().any(|c| {
+        c.as_os_str()
+            .to_string_lossy()
+            .eq_ignore_ascii_case(HUMAN_ONLY)
+    })
 }

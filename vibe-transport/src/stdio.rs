@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -107,7 +107,7 @@ pub struct StdioTransport {
     /// How the child ended, once it has.
     exited: watch::Receiver<Option<ExitReport>>,
     /// Set by `close`: calls failing afterwards are the bridge's doing, not a death.
-    closing: std::sync::atomic::AtomicBool,
+    closing: AtomicBool,
     grace: Duration,
     next_id: AtomicU64,
     pid: Option<u32>,
@@ -195,7 +195,7 @@ impl StdioTransport {
             stderr: stderr_ring,
             kill: Mutex::new(Some(kill)),
             exited,
-            closing: std::sync::atomic::AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             grace: options.shutdown_grace,
             next_id: AtomicU64::new(1),
             pid,

@@ -483,6 +483,39 @@ fn process_tree(pid: u32) -> BTreeSet<u32> {
 /// Links are listed, never followed.
 fn listing(root: &Path, hash_contents: bool) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
+    walk(root, None, |path, meta| {
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let kind = if meta.file_type().is_symlink() {
+            "link"
+        } else if meta.is_dir() {
+            "dir"
+        } else if meta.is_file() {
+            "file"
+        } else {
+            "other"
+        };
+        let hash = if hash_contents && meta.is_file() && meta.len() < (64 << 20) {
+            std::fs::read(path)
+                .map(|b| blake3::hash(&b).to_hex().to_string())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        out.insert(
+            path.to_path_buf(),
+            format!("{kind} {} {mtime} {hash}", meta.len()),
+        );
+    });
+    out
+}
+
+/// Visits every entry under `root` with its own metadata (links are visited, never followed;
+/// `skip` is neither visited nor entered).
+fn walk(root: &Path, skip: Option<&Path>, mut visit: impl FnMut(&Path, &std::fs::Metadata)) {
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -490,35 +523,18 @@ fn listing(root: &Path, hash_contents: bool) -> BTreeMap<PathBuf, String> {
         };
         for entry in entries.flatten() {
             let path = entry.path();
+            if Some(path.as_path()) == skip {
+                continue;
+            }
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
-            let kind = if meta.file_type().is_symlink() {
-                "link"
-            } else if meta.is_dir() {
-                stack.push(path.clone());
-                "dir"
-            } else if meta.is_file() {
-                "file"
-            } else {
-                "other"
-            };
-            let hash = if hash_contents && meta.is_file() && meta.len() < (64 << 20) {
-                std::fs::read(&path)
-                    .map(|b| blake3::hash(&b).to_hex().to_string())
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            };
-            out.insert(path, format!("{kind} {} {mtime} {hash}", meta.len()));
+            visit(&path, &meta);
+            if meta.is_dir() {
+                stack.push(path);
+            }
         }
     }
-    out
 }
 
 fn diff(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) -> Vec<String> {
@@ -542,36 +558,22 @@ fn diff(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) -
 /// contain one of `needles`; `skip` is not entered.
 fn files_containing(root: &Path, skip: &Path, needles: &[&str]) -> Vec<String> {
     let mut found = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path == skip {
-                continue;
-            }
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if meta.is_dir() {
-                stack.push(path);
-            } else if meta.is_file() {
-                let mut bytes = Vec::new();
-                if std::fs::File::open(&path)
-                    .and_then(|f| f.take(256 << 20).read_to_end(&mut bytes))
-                    .is_ok()
-                {
-                    for needle in needles {
-                        if memchr::memmem::find(&bytes, needle.as_bytes()).is_some() {
-                            found.push(format!("{} holds a secret", path.display()));
-                        }
-                    }
+    walk(root, Some(skip), |path, meta| {
+        if !meta.is_file() {
+            return;
+        }
+        let mut bytes = Vec::new();
+        if std::fs::File::open(path)
+            .and_then(|f| f.take(256 << 20).read_to_end(&mut bytes))
+            .is_ok()
+        {
+            for needle in needles {
+                if memchr::memmem::find(&bytes, needle.as_bytes()).is_some() {
+                    found.push(format!("{} holds a secret", path.display()));
                 }
             }
         }
-    }
+    });
     found
 }
 

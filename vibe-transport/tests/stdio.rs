@@ -9,6 +9,15 @@ use vibe_transport::{Call, StdioOptions, StdioTransport, Transport, TransportErr
 const KERNEL: &str = env!("CARGO_BIN_EXE_vibe-mock-kernel");
 const SLACK: Duration = Duration::from_millis(1_500);
 
+/// A `kernel.status` call with `deadline`.
+async fn status(
+    t: &StdioTransport,
+    deadline: Duration,
+) -> Result<vibe_errors::Envelope, TransportError> {
+    t.call(Call::new(t.next_id(), "kernel.status", json!({}), deadline))
+        .await
+}
+
 fn kernel(args: &[&str]) -> StdioOptions {
     let mut options = StdioOptions::new(KERNEL).arg("--stdio");
     for arg in args {
@@ -52,15 +61,7 @@ async fn child_death_fails_the_call_in_flight_at_once() {
         .await
         .unwrap();
     let started = Instant::now();
-    let error = t
-        .call(Call::new(
-            t.next_id(),
-            "kernel.status",
-            json!({}),
-            Duration::from_secs(10),
-        ))
-        .await
-        .unwrap_err();
+    let error = status(&t, Duration::from_secs(10)).await.unwrap_err();
     // The child's exit reaches the caller: it is dead, and the call had been sent.
     let TransportError::KernelExited(report) = &error else {
         panic!("{error:?}")
@@ -69,15 +70,7 @@ async fn child_death_fails_the_call_in_flight_at_once() {
     assert_eq!(report.code, Some(0), "{report:?}");
     assert_eq!(error.to_error_body().details["kernel"], "dead");
     assert!(started.elapsed() < SLACK * 4, "{:?}", started.elapsed());
-    let after = t
-        .call(Call::new(
-            t.next_id(),
-            "kernel.status",
-            json!({}),
-            Duration::from_secs(1),
-        ))
-        .await
-        .unwrap_err();
+    let after = status(&t, Duration::from_secs(1)).await.unwrap_err();
     // Never sent: it cannot have run, and the answer says so.
     let TransportError::KernelExited(report) = &after else {
         panic!("{after:?}")
@@ -108,15 +101,7 @@ fn crashing_kernel() -> StdioOptions {
 #[tokio::test]
 async fn a_crashed_kernel_is_told_apart_from_a_hung_one() {
     let t = StdioTransport::spawn(crashing_kernel()).await.unwrap();
-    let dead = t
-        .call(Call::new(
-            t.next_id(),
-            "kernel.status",
-            json!({}),
-            Duration::from_secs(10),
-        ))
-        .await
-        .unwrap_err();
+    let dead = status(&t, Duration::from_secs(10)).await.unwrap_err();
     let TransportError::KernelExited(report) = &dead else {
         panic!("{dead:?}")
     };
@@ -142,15 +127,7 @@ async fn a_crashed_kernel_is_told_apart_from_a_hung_one() {
     let hung = StdioTransport::spawn(kernel(&["--fault", "1:hang"]))
         .await
         .unwrap();
-    let late = hung
-        .call(Call::new(
-            hung.next_id(),
-            "kernel.status",
-            json!({}),
-            Duration::from_millis(300),
-        ))
-        .await
-        .unwrap_err();
+    let late = status(&hung, Duration::from_millis(300)).await.unwrap_err();
     assert!(matches!(late, TransportError::Deadline(_)), "{late:?}");
     assert_eq!(late.to_error_body().details["kernel"], "hung");
     hung.close().await.unwrap();

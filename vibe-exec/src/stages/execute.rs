@@ -172,37 +172,34 @@ impl ExecuteStage {
         let (Some(result), Some(spec)) = (envelope.result(), call.spec()) else {
             return;
         };
-        {
-            let mut created = lock(&session.created);
-            for effect in &spec.effects {
-                if !effect.applies(&call.params, &spec.inputs) {
-                    continue;
+        let mut created = lock(&session.created);
+        for effect in &spec.effects {
+            if !effect.applies(&call.params, &spec.inputs) {
+                continue;
+            }
+            let owner = effect.owner_of(&call.params);
+            match (effect.action, effect.kind) {
+                (EffectAction::Create, Some(kind)) => {
+                    if let Some(name) = effect.in_result(result) {
+                        created.created_block(kind, owner, name);
+                    }
                 }
-                let owner = effect.owner_of(&call.params);
-                match (effect.action, effect.kind) {
-                    (EffectAction::Create, Some(kind)) => {
-                        if let Some(name) = effect.in_result(result) {
-                            created.created_block(kind, owner, name);
-                        }
+                (EffectAction::Rename, Some(kind)) => {
+                    if let (Some(old), Some(new)) =
+                        (effect.target(&call.params), effect.in_result(result))
+                    {
+                        created.renamed_block(kind, owner, old, new);
                     }
-                    (EffectAction::Rename, Some(kind)) => {
-                        if let (Some(old), Some(new)) =
-                            (effect.target(&call.params), effect.in_result(result))
-                        {
-                            created.renamed_block(kind, owner, old, new);
-                        }
-                    }
-                    (EffectAction::Remove, Some(kind)) => {
-                        if let Some(name) = effect.target(&call.params) {
-                            created.removed_block(kind, owner, name);
-                        }
-                    }
-                    (EffectAction::Load, _) => created.clear(),
-                    _ => {}
                 }
+                (EffectAction::Remove, Some(kind)) => {
+                    if let Some(name) = effect.target(&call.params) {
+                        created.removed_block(kind, owner, name);
+                    }
+                }
+                (EffectAction::Load, _) => created.clear(),
+                _ => {}
             }
         }
-        let mut created = lock(&session.created);
         match spec.transaction_role() {
             Some(TransactionRole::Begin) => {
                 created.begin();

@@ -269,12 +269,12 @@ impl Stage for ActuatorLock {
             if lock(&session.created).owns(kind, owner, name) {
                 continue;
             }
-            let (what, whose) = match (effect.action, owner) {
-                (EffectAction::Remove, Some(owner)) => ("remove", format!(" of {owner:?}")),
-                (EffectAction::Remove, None) => ("delete", String::new()),
-                (action, Some(owner)) => (action.as_str(), format!(" of {owner:?}")),
-                (action, None) => (action.as_str(), String::new()),
+            // Objects are deleted; a modifier is removed from its object.
+            let what = match (effect.action, owner) {
+                (EffectAction::Remove, None) => "delete",
+                (action, _) => action.as_str(),
             };
+            let whose = owner.map(|o| format!(" of {o:?}")).unwrap_or_default();
             session.audit_incident(
                 vibe_audit::RecordKind::Security,
                 serde_json::json!({"event": "actuator_lock", "tool": call.tool, "kind": kind.as_str(), "name": name, "object": owner, "rule": effect.action.as_str()}),

@@ -26,6 +26,7 @@ import bpy  # noqa: E402
 from vibe_kernel import lock, wire  # noqa: E402
 from vibe_kernel.state import Session  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
+from kernel_case import KernelCalls  # noqa: E402
 
 CAPABILITIES = ["scene.read", "scene.write", "transactions", "file.read", "file.write"]
 
@@ -51,7 +52,7 @@ def digest(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-class FileTest(unittest.TestCase):
+class FileTest(KernelCalls, unittest.TestCase):
     def setUp(self):
         self.top = os.path.realpath(tempfile.mkdtemp(prefix="vibe-files-"))
         self.addCleanup(shutil.rmtree, self.top, True)
@@ -79,20 +80,6 @@ class FileTest(unittest.TestCase):
         if tx is not None:
             wire.snapshot.discard(tx[1])
             self.k.shared.transaction = None
-
-    def call(self, tool, **params):
-        return self.k.call(tool, params)
-
-    def ok(self, tool, **params):
-        answer = self.call(tool, **params)
-        self.assertTrue(answer["ok"], "%s %r: %r" % (tool, params, answer))
-        return answer["result"]
-
-    def refused(self, tool, code, **params):
-        answer = self.call(tool, **params)
-        self.assertFalse(answer["ok"], "%s %r succeeded" % (tool, params))
-        self.assertEqual(answer["error"]["code"], code, answer)
-        return answer["error"]
 
     def refused_file(self, path):
         error = self.refused("file.open", "contract_violation", file=path)

@@ -16,26 +16,13 @@ import bpy  # noqa: E402
 from vibe_kernel import tools  # noqa: E402
 from vibe_kernel.envelope import sanitize  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
+from kernel_case import KernelCalls  # noqa: E402
 
 
-class KernelTest(unittest.TestCase):
+class KernelTest(KernelCalls, unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
         self.k = Kernel()
-
-    def call(self, tool, **params):
-        return self.k.call(tool, params)
-
-    def ok(self, tool, **params):
-        answer = self.call(tool, **params)
-        self.assertTrue(answer["ok"], "%s %r: %r" % (tool, params, answer))
-        return answer["result"]
-
-    def refused(self, tool, code, **params):
-        answer = self.call(tool, **params)
-        self.assertFalse(answer["ok"], "%s %r succeeded" % (tool, params))
-        self.assertEqual(answer["error"]["code"], code, answer)
-        return answer["error"]
 
     def snapshot(self):
         return self.ok("scene.snapshot")

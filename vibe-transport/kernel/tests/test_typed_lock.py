@@ -17,29 +17,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bpy  # noqa: E402
 
 from vibe_kernel.wire import Kernel  # noqa: E402
+from kernel_case import KernelCalls  # noqa: E402
 
 CAPABILITIES = ["scene.read", "scene.write", "transactions"]
 
 
-class TypedLockTest(unittest.TestCase):
+class TypedLockTest(KernelCalls, unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
         self.k = Kernel()
         self.k.state.configure({"session_id": "agent", "capabilities": CAPABILITIES})
-
-    def call(self, tool, **params):
-        return self.k.call(tool, params)
-
-    def ok(self, tool, **params):
-        answer = self.call(tool, **params)
-        self.assertTrue(answer["ok"], "%s %r: %r" % (tool, params, answer))
-        return answer["result"]
-
-    def refused(self, tool, code, **params):
-        answer = self.call(tool, **params)
-        self.assertFalse(answer["ok"], "%s %r succeeded" % (tool, params))
-        self.assertEqual(answer["error"]["code"], code, answer)
-        return answer["error"]
 
     def locked(self, tool, **params):
         """The refusal of `tool`, checked to be the actuator lock's and to change nothing."""

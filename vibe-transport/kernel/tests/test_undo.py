@@ -18,6 +18,7 @@ import bpy  # noqa: E402
 
 from vibe_kernel import snapshot, wire  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
+from kernel_case import KernelCalls  # noqa: E402
 
 CAPABILITIES = ["scene.read", "scene.write", "transactions", "code_exec"]
 FAILING = "import bpy\nbpy.data.objects['Cube'].location.x = 7\nraise ValueError('no')"
@@ -39,7 +40,7 @@ def undo():
     return bpy.ops.ed.undo.poll() and "FINISHED" in bpy.ops.ed.undo()
 
 
-class UndoTest(unittest.TestCase):
+class UndoTest(KernelCalls, unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
         # GUI Blender's history starts with the file as loaded ("Original"); headless it starts empty.
@@ -58,14 +59,6 @@ class UndoTest(unittest.TestCase):
         def no_file_operations(operation):
             raise AssertionError("the GUI path never saves or loads a file")
         self.k.file_op = no_file_operations
-
-    def call(self, tool, **params):
-        return self.k.call(tool, params)
-
-    def ok(self, tool, **params):
-        answer = self.call(tool, **params)
-        self.assertTrue(answer["ok"], "%s %r: %r" % (tool, params, answer))
-        return answer["result"]
 
     def refused(self, tool, **params):
         answer = self.call(tool, **params)

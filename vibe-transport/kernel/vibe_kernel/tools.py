@@ -933,10 +933,11 @@ def python_exec(k, params):
         raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
     else:
         after = lock.inventory()
+        after_blocks = lock.blocks()
         agent_modifiers = {(o, m) for o, m, session in modifiers if session == k.state.session_id}
         broken = (lock.violations(before, after, created)
                   + lock.part_violations(before, after, created, agent_modifiers)
-                  + lock.block_violations(before_blocks, lock.blocks(), k.state.session_id))
+                  + lock.block_violations(before_blocks, after_blocks, k.state.session_id))
         if broken:
             rolled_back = restore()
             k.state.log_console("python.exec", "actuator lock: " + lock.describe(broken))
@@ -951,7 +952,7 @@ def python_exec(k, params):
         # Other data-blocks the code made are the agent's too.
         had = {(b["kind"], b["name"]) for b in before_blocks}
         attributes = dict(lock.BLOCK_KINDS)
-        for block in lock.blocks():
+        for block in after_blocks:
             if (block["kind"], block["name"]) not in had:
                 getattr(bpy.data, attributes[block["kind"]])[block["name"]][CREATED_PROP] = k.state.session_id
     finally:
