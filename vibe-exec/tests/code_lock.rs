@@ -212,3 +212,44 @@ fn created_with_material(name: &str) -> CreatedRegistry {
         rig.pipeline.session().created()
     })
 }
+
+#[test]
+fn the_humans_constraints_are_named() {
+    let body = |constraints: &[&str]| {
+        json!({"objects": [{"name": "Head", "data": "HeadMesh", "collections": ["Collection"],
+                            "in_scene": true, "constraints": constraints}]})
+    };
+    let none = CreatedRegistry::default();
+    assert_eq!(
+        violations(&body(&["Aim", "Limit"]), &body(&["Limit"]), &none),
+        [v("Head", "lost its constraint \"Aim\"")]
+    );
+}
+
+#[test]
+fn an_object_is_the_agents_only_when_the_kernel_agrees() {
+    // The person renamed the agent's `Prop` and made a new `Prop`: the bridge's record (by name)
+    // says `Prop` is the agent's, the kernel (by identity) says it is not.
+    let scene = |prop: bool, kernel_says: bool| {
+        let mut objects = vec![
+            json!({"name": "Crate", "data": "CrateMesh", "collections": ["Collection"],
+                                      "in_scene": true, "created": true}),
+        ];
+        if prop {
+            objects.push(
+                json!({"name": "Prop", "data": "PropMesh", "collections": ["Collection"],
+                                "in_scene": true, "created": kernel_says}),
+            );
+        }
+        json!({ "objects": objects })
+    };
+    let created = CreatedRegistry::from_names(["Prop", "Crate"]);
+    assert_eq!(
+        violations(&scene(true, false), &scene(false, false), &created),
+        [v("Prop", "deleted")]
+    );
+    // Both agree: the agent's own object is free; a kernel without a verdict leaves the record.
+    assert!(violations(&scene(true, true), &scene(false, true), &created).is_empty());
+    let no_verdict = json!({"objects": [{"name": "Prop", "data": "PropMesh", "collections": ["Collection"], "in_scene": true}]});
+    assert!(violations(&no_verdict, &json!({"objects": []}), &created).is_empty());
+}

@@ -179,8 +179,52 @@ async fn every_deletion_is_refused(target: &str, disarmed: bool) {
         );
         assert!(p.call("object.info", json!({"name": "Cube"})).await.is_ok());
     }
+    a_forged_tag_does_not_make_it_the_agents(p, target).await;
     live.kernel.close().await.unwrap();
     let _ = std::fs::remove_dir_all(&live.sandbox);
+}
+
+/// Agent code copies the tag the kernel puts on the agent's objects onto the person's Cube (a
+/// property edit, allowed): the kernel that loads the scene next believes the tag, the bridge's
+/// record does not, and the Cube stays protected from code and from typed tools.
+async fn a_forged_tag_does_not_make_it_the_agents(p: &Pipeline, target: &str) {
+    let made = p
+        .call("python.exec", json!({"code": "import bpy\nbpy.data.objects.new('Probe', None)\nbpy.context.scene.collection.objects.link(bpy.data.objects['Probe'])"}))
+        .await;
+    assert!(made.is_ok(), "{target}: {made:?}");
+    let forged = p
+        .call("python.exec", json!({"code": "import bpy\ntag = bpy.data.objects['Probe']['vibe_created_by']\nbpy.data.objects['Cube']['vibe_created_by'] = tag\nprint(tag)"}))
+        .await;
+    assert!(forged.is_ok(), "{target}: {forged:?}");
+    let before = fingerprint(p).await;
+    let taken = p
+        .call(
+            "python.exec",
+            json!({"code": "import bpy\nbpy.data.objects.remove(bpy.data.objects['Cube'])"}),
+        )
+        .await;
+    let error = taken
+        .error()
+        .unwrap_or_else(|| panic!("{target}: {taken:?}"));
+    assert_eq!(
+        error.details.get("reason").and_then(Value::as_str),
+        Some("actuator_lock"),
+        "{target}: {error:?}"
+    );
+    let typed = p.call("object.delete", json!({"name": "Cube"})).await;
+    let error = typed
+        .error()
+        .unwrap_or_else(|| panic!("{target}: {typed:?}"));
+    assert_eq!(
+        error.details.get("reason").and_then(Value::as_str),
+        Some("actuator_lock"),
+        "{target}: {error:?}"
+    );
+    assert_eq!(
+        fingerprint(p).await,
+        before,
+        "{target}: the Cube is as it was"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -75,6 +75,16 @@ def do(words):
             return bpy.ops.object.mode_set("EXEC_DEFAULT", True, mode="EDIT")
         if verb == "object":  # Tab again
             return bpy.ops.object.mode_set("EXEC_DEFAULT", True, mode="OBJECT")
+        if verb == "duplicate":  # Shift+D, Enter
+            select(words[1])
+            return bpy.ops.object.duplicate("EXEC_DEFAULT", True)
+        if verb == "rename":  # F2 in the viewport
+            bpy.data.objects[words[1]].name = words[2]
+            return bpy.ops.ed.undo_push(message="Rename")
+        if verb == "cube":  # Shift+A > Cube, then F2
+            bpy.ops.mesh.primitive_cube_add("EXEC_DEFAULT", True, location=(4, 4, 0))
+            bpy.context.view_layer.objects.active.name = words[1]
+            return bpy.ops.ed.undo_push(message="Rename")
         if verb == "state":
             return {"FINISHED"}
     raise ValueError("unknown command %r" % verb)
@@ -278,6 +288,7 @@ async fn live_gui_agent_and_person_share_one_undo_history() {
     busy_while_the_person_edits_a_mesh(&t, &mut person).await;
     rollback_times(&t).await;
     agent_code_is_one_step_or_none(&t, &mut person).await;
+    the_persons_copy_and_new_object_stay_theirs(&t, &mut person).await;
     a_file_the_person_opens_is_theirs(&t, &mut person, &other).await;
 
     t.close().await.unwrap();
@@ -412,6 +423,36 @@ async fn ctrl_z_takes_back_one_agent_call(t: &TcpTransport, person: &mut Person)
     ok(t, "mesh.create_cube", json!({"name": "Box"})).await;
     person.does("undo").await;
     assert_eq!(scene(t).await, after, "one Ctrl+Z, one agent call");
+}
+
+/// (g) The agent's objects are known by identity, not by name: a copy the person makes of the
+/// agent's object (Shift+D copies its tag) is the person's, the agent's object stays the agent's
+/// over the person's Ctrl+Z, and a new object the person gives the name of the agent's (after
+/// renaming the agent's) is the person's.
+async fn the_persons_copy_and_new_object_stay_theirs(t: &TcpTransport, person: &mut Person) {
+    ok(t, "mesh.create_cube", json!({"name": "Prop"})).await;
+    let copied = person.does("duplicate Prop").await;
+    assert!(
+        copied["state"]["objects"].get("Prop.001").is_some(),
+        "{copied}"
+    );
+    let error = refused(t, "object.delete", json!({"name": "Prop.001"})).await;
+    assert_eq!(error["details"]["reason"], "actuator_lock", "{error}");
+    person.does("undo").await; // the copy goes; data-blocks may be reallocated
+    ok(
+        t,
+        "object.rename",
+        json!({"name": "Prop", "new_name": "Barrel"}),
+    )
+    .await;
+    person.does("rename Barrel Keg").await;
+    person.does("cube Barrel").await;
+    let error = refused(t, "object.delete", json!({"name": "Barrel"})).await;
+    assert_eq!(error["details"]["rule"], "remove", "{error}");
+    // Blender 3.4 knows the agent's object by address checked against its name: renamed by the
+    // person, it is the person's (the safe side).
+    let error = refused(t, "object.delete", json!({"name": "Keg"})).await;
+    assert_eq!(error["details"]["reason"], "actuator_lock", "{error}");
 }
 
 /// (d) The person enters Edit Mode on the Cube: changes wait (busy, saying what the person

@@ -18,11 +18,15 @@
 //! Either way a violation answers `contract_violation` with reason `actuator_lock`, naming each
 //! object and what happened to it, and is audited as a security incident.
 //!
-//! What the check sees: objects by name, their data by name, their scene collections. Code that
-//! deletes the human's `Cube` and makes a new object of the same name with data of the same name
-//! passes it (Blender 3.4 has no identity that survives a save and load; issue "the human's own
-//! work" asks for a stable identity). Property edits are allowed anyway, so this is stated here
-//! rather than hidden.
+//! What the check sees: objects by name, their data by name, their scene collections, and the
+//! names of their modifiers, constraints and vertex groups. What the agent made is known twice:
+//! by name in the bridge's record (which agent code cannot forge) and by identity in the
+//! kernel's verdict read before the code ran (which a person's rename cannot fool); an object is
+//! the agent's only when both say so. No identity survives the save and load between the
+//! kernels, so across the boundary a lookalike (the human's `Cube` deleted, a new `Cube` with
+//! every protected part rebuilt under the same names) passes: what the human had is there by
+//! every name the rule protects, as it would be after property edits, which are allowed. The
+//! in-kernel filter tells it apart by Blender's session UID (4.x and later).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -51,7 +55,11 @@ struct Record {
     collections: Vec<String>,
     in_scene: bool,
     modifiers: Vec<String>,
+    constraints: Vec<String>,
     vertex_groups: Vec<String>,
+    /// The kernel's own verdict (`created`), from the kernel that ran no agent code: it knows
+    /// objects by identity, where the bridge's record knows them by name.
+    kernel_says_created: Option<bool>,
 }
 
 /// The other data-blocks of an inventory (`blocks`: materials, collections, actions, node
@@ -103,7 +111,9 @@ fn records(inventory: &Value) -> BTreeMap<String, Record> {
                     collections: strings("collections"),
                     in_scene: object.get("in_scene").and_then(Value::as_bool) == Some(true),
                     modifiers: strings("modifiers"),
+                    constraints: strings("constraints"),
                     vertex_groups: strings("vertex_groups"),
+                    kernel_says_created: object.get("created").and_then(Value::as_bool),
                 },
             ))
         })
@@ -135,7 +145,11 @@ fn object_violations(
     let new_names: Vec<&String> = after.keys().filter(|n| !before.contains_key(*n)).collect();
     let mut found = Vec::new();
     for (name, was) in before {
-        if created.contains(name) || !was.in_scene {
+        // The agent's when both records say so: the bridge's by name (agent code cannot forge
+        // it) and the kernel's by identity (a person's rename and new object of the same name
+        // cannot fool it).
+        let agents = created.contains(name) && was.kernel_says_created != Some(false);
+        if agents || !was.in_scene {
             continue;
         }
         if let Some(now) = after.get(name) {
@@ -149,15 +163,17 @@ fn object_violations(
                     });
                 }
             }
-            for group in was
-                .vertex_groups
-                .iter()
-                .filter(|g| !now.vertex_groups.contains(g))
-            {
-                found.push(LockViolation {
-                    name: name.clone(),
-                    what: format!("lost its vertex group {group:?}"),
-                });
+            let parts = [
+                ("constraint", &was.constraints, &now.constraints),
+                ("vertex group", &was.vertex_groups, &now.vertex_groups),
+            ];
+            for (word, had, has) in parts {
+                for part in had.iter().filter(|p| !has.contains(p)) {
+                    found.push(LockViolation {
+                        name: name.clone(),
+                        what: format!("lost its {word} {part:?}"),
+                    });
+                }
             }
         }
         let what = match after.get(name) {

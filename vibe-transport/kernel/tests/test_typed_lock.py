@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
+from vibe_kernel import lock  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 from kernel_case import KernelCalls  # noqa: E402
 
@@ -148,7 +149,34 @@ class TypedLockTest(KernelCalls, unittest.TestCase):
         self.assertEqual([m.name for m in bpy.data.objects["Cube"].modifiers], ["Bevel"])
         self.assertEqual(list(self.k.shared.modifiers.values()), ["agent"])
         self.ok("modifier.remove", name="Cube", modifier_name="Bevel")
-        self.assertEqual(self.k.shared.transaction_modifiers, [])
+        self.assertIsNone(self.k.shared.transaction_record)
+
+    def test_a_copy_of_the_agents_object_is_the_persons(self):
+        self.ok("mesh.create_cube", name="Prop")
+        copy = bpy.data.objects["Prop"].copy()  # Shift+D: the copy carries the agent's tag
+        copy.name = "Prop copy"
+        bpy.context.scene.collection.objects.link(copy)
+        self.assertEqual(copy[lock.CREATED_PROP], "agent")
+        self.assertEqual(self.locked("object.delete", name="Prop copy")["details"]["rule"], "remove")
+        self.ok("object.delete", name="Prop")
+
+    def test_a_name_the_person_gave_away_and_took_again_is_the_persons(self):
+        self.ok("mesh.create_cube", name="Prop")
+        bpy.data.objects["Prop"].name = "Lamp"  # the person renames the agent's Prop...
+        bpy.ops.mesh.primitive_cube_add()
+        bpy.context.active_object.name = "Prop"  # ...and makes a new Prop
+        self.locked("object.delete", name="Prop")
+        if lock.uses_addresses():
+            # 3.4: the record's address is checked against its name; renamed by the person, the
+            # object is the person's (the safe side).
+            self.locked("object.delete", name="Lamp")
+        else:
+            self.ok("object.delete", name="Lamp")  # the session UID followed the rename
+
+    def test_the_agents_rename_keeps_it_the_agents(self):
+        self.ok("mesh.create_cube", name="Prop")
+        self.ok("object.rename", name="Prop", new_name="Crate")
+        self.ok("object.delete", name="Crate")
 
     def test_a_deleted_object_takes_its_record_with_it(self):
         self.ok("mesh.create_cube", name="Box")

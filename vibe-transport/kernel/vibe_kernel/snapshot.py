@@ -286,9 +286,9 @@ def run_as_step(k, name, fn, params):
     except Exception as exc:  # noqa: BLE001 - taken back, then an envelope
         message = sanitize("".join(traceback.format_exception_only(type(exc), exc)))
         k.state.log_console(name, message)
-        record = lock.modifiers_by_name(k.shared)
+        record = lock.record_by_name(k.shared)
         rolled_back = take_back("Vibe: %s (failed, taken back)" % name)
-        lock.restore_modifiers(k.shared, record)
+        lock.restore_record(k.shared, record)
         raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
     clear_other_marks(position.mark if position is not None else None)
     push(step_name(name, params))
@@ -338,11 +338,11 @@ def roll_back(k, kept, force):
     if isinstance(kept, Position):
         # Stepping through the history empties the modifier record (wire.install_busy_handlers);
         # a refused rollback walks back and forth and must leave it as it was.
-        record = lock.modifiers_by_name(k.shared)
+        record = lock.record_by_name(k.shared)
         try:
             step_back(kept, force)
         finally:
-            lock.restore_modifiers(k.shared, record)
+            lock.restore_record(k.shared, record)
         return
     active = bpy.context.view_layer.objects.active
     active_name = active.name if active else None

@@ -38,10 +38,15 @@ class Shared:
         self.identity = {}  # name -> object reference, validated on every use
         self.busy = 0  # file loads / saves in progress
         self.own_file_op = False  # the kernel's own load or save runs (the handlers leave it be)
-        # (object pointer, modifier name) -> id of the session whose modifier.add made it; see
+        # (object identity, modifier name) -> id of the session whose modifier.add made it; see
         # lock.py. Emptied by every file load and undo: after a restart or a load it is simply empty.
         self.modifiers = {}
-        self.transaction_modifiers = []  # that record at transaction.begin, by name, for a rollback
+        # identity (lock.stable_id) -> (session id, kind, name) of each data-block a session made;
+        # see lock.py. Carried by name over the kernel's own reloads, emptied by a file load.
+        self.created = {}
+        # Both records at transaction.begin, by name, for a rollback (lock.record_by_name; None: not
+        # known, as in a replacement kernel, whose rollback records again what carries a tag).
+        self.transaction_record = None
         self.file = None  # the open file's name ("" for an unsaved one; None: not read yet)
         self.loads = 0  # files loaded since the kernel started (a person's, or file.open)
         self.events = collections.deque(maxlen=EVENTS_KEPT)  # (load number, event)

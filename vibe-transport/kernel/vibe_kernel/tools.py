@@ -11,7 +11,7 @@ import bpy
 
 from . import lock, snapshot
 from .envelope import Refusal, escape_surrogates, invalid, not_found, redact_paths, sanitize
-from .lock import CREATED_PROP, created_by_agent
+from .lock import created_by_agent
 
 MASTER = "Scene Collection"
 MAX_NAME_BYTES = 63
@@ -176,12 +176,12 @@ def resolve(k, field, name):
     obj = cached(k, name) or scene().objects.get(name)
     if obj is not None:
         k.state.identity[name] = obj
-        k.state.seen[name] = obj.as_pointer()
+        k.state.seen[name] = lock.stable_id(obj)
         return obj
-    pointer = k.state.seen.get(name)
-    if pointer is not None:
+    identity = k.state.seen.get(name)
+    if identity is not None:
         for other in scene().objects:
-            if other.as_pointer() == pointer:
+            if lock.stable_id(other) == identity:
                 raise Refusal("not_found", "object %r was renamed to %r outside this session" % (name, other.name),
                               reason="identity_drift", field=field, name=name, current_name=other.name)
     raise not_found(field, "object", name)
@@ -380,7 +380,7 @@ def create_collection(k, params):
     if name in bpy.data.collections:
         raise invalid("name", "a collection named %r exists outside this scene" % name, reason="name_taken")
     coll = bpy.data.collections.new(name)
-    coll[CREATED_PROP] = k.state.session_id
+    lock.mark_created(k, coll, "collection")
     collection_by_name(parent or MASTER).children.link(coll)
     return {"name": coll.name, "parent": parent, "created": True}
 
@@ -487,8 +487,8 @@ def new_object(k, params, make_data):
         obj.rotation_euler = rotation
     if scale is not None:
         obj.scale = scale
-    obj[CREATED_PROP] = k.state.session_id
-    k.state.seen[obj.name] = obj.as_pointer()
+    lock.mark_created(k, obj, "object")
+    k.state.seen[obj.name] = lock.stable_id(obj)
     return object_json(obj)
 
 
@@ -612,8 +612,9 @@ def rename(k, params):
     if wanted in bpy.data.objects:
         raise invalid("new_name", "an object named %r exists; choose another name" % wanted, reason="name_taken")
     obj.name = wanted
+    lock.renamed(k, obj)
     k.state.seen.pop(old, None)
-    k.state.seen[obj.name] = obj.as_pointer()
+    k.state.seen[obj.name] = lock.stable_id(obj)
     return {"old_name": old, "name": obj.name}
 
 
@@ -708,7 +709,7 @@ def ensure_principled(k, params):
     created = mat is None
     if created:
         mat = bpy.data.materials.new(name)
-        mat[CREATED_PROP] = k.state.session_id
+        lock.mark_created(k, mat, "material")
     # Blender 5 materials always use nodes (`use_nodes` is deprecated there); older ones may not.
     if mat.node_tree is None or (bpy.app.version < (5, 0, 0) and not mat.use_nodes):
         mat.use_nodes = True
@@ -842,7 +843,7 @@ def tx_begin(k, params):
     kept = snapshot.begin(k, tx_id, label)
     k.state.transactions_started += 1
     k.state.transaction = (tx_id, kept)
-    k.shared.transaction_modifiers = lock.modifiers_by_name(k.shared)
+    k.shared.transaction_record = lock.record_by_name(k.shared)
     return {"transaction": tx_id}
 
 
@@ -851,10 +852,10 @@ def take_transaction(k, action):
     was at its begin (what a rollback restores)."""
     if k.state.transaction is None:
         raise tx_misuse("no_transaction", "%s without an open transaction" % action)
-    tx, modifiers = k.state.transaction, k.shared.transaction_modifiers
+    tx, record = k.state.transaction, k.shared.transaction_record
     k.state.transaction = None
-    k.shared.transaction_modifiers = []
-    return tx, modifiers
+    k.shared.transaction_record = None
+    return tx, record
 
 
 @tool("transaction.commit", True, "transactions")
@@ -872,12 +873,12 @@ def tx_rollback(k, params):
     if k.state.transaction is not None:
         # Refused (human edits, a history too short) with the transaction still open.
         snapshot.roll_back(k, k.state.transaction[1], force)
-    (tx_id, kept), modifiers = take_transaction(k, "rollback")
+    (tx_id, kept), record = take_transaction(k, "rollback")
     snapshot.discard(kept)
-    lock.restore_modifiers(k.shared, modifiers)
-    # Pointers change with the reload or undo; names are what the session knows objects by.
+    lock.restore_record(k.shared, record)
+    # Identities change with the reload or undo; names are what the session knows objects by.
     k.state.identity.clear()
-    k.state.seen = {o.name: o.as_pointer() for o in scene().objects if o.name in k.state.seen}
+    k.state.seen = {o.name: lock.stable_id(o) for o in scene().objects if o.name in k.state.seen}
     return {"transaction": tx_id, "rolled_back": True}
 
 
@@ -895,15 +896,14 @@ def python_exec(k, params):
     deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
     # What a failed run returns to: a file snapshot headless, the last undo step in the GUI.
     guard = snapshot.Guard(k)
-    before = lock.inventory()
-    before_blocks = lock.blocks()
-    created = {o.name for o in bpy.data.objects if created_by_agent(k, o)}
-    modifiers = lock.modifiers_by_name(k.shared)
+    before = lock.inventory(k)
+    before_blocks = lock.blocks(k)
+    record = lock.record_by_name(k.shared)
 
     def restore():
         rolled_back = guard.restore()
         k.state.seen.clear()
-        lock.restore_modifiers(k.shared, modifiers)
+        lock.restore_record(k.shared, record)
         return rolled_back
 
     # Agent code may delete, rename or undo anything: start and end with an empty identity cache.
@@ -932,12 +932,11 @@ def python_exec(k, params):
         k.state.log_console("python.exec", message)
         raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
     else:
-        after = lock.inventory()
-        after_blocks = lock.blocks()
-        agent_modifiers = {(o, m) for o, m, session in modifiers if session == k.state.session_id}
-        broken = (lock.violations(before, after, created)
-                  + lock.part_violations(before, after, created, agent_modifiers)
-                  + lock.block_violations(before_blocks, after_blocks, k.state.session_id))
+        after = lock.inventory(k)
+        after_blocks = lock.blocks(k)
+        agent_modifiers = {(o, m) for o, m, session in record["modifiers"] if session == k.state.session_id}
+        broken = (lock.violations(before, after) + lock.part_violations(before, after, agent_modifiers)
+                  + lock.block_violations(before_blocks, after_blocks))
         if broken:
             rolled_back = restore()
             k.state.log_console("python.exec", "actuator lock: " + lock.describe(broken))
@@ -946,15 +945,19 @@ def python_exec(k, params):
                           "%s" % (lock.describe(broken), "the call was rolled back" if rolled_back else
                                   "taking the call back failed: its changes are still there"),
                           reason="actuator_lock", violations=broken, rolled_back=rolled_back)
-        made = sorted(name for name in after if name not in before)
-        for name in made:
-            bpy.data.objects[name][CREATED_PROP] = k.state.session_id
-        # Other data-blocks the code made are the agent's too.
+        # No protected object was touched: everything else is the agent's (what it made, and its
+        # own objects under the names it gave them). The other data-blocks it made are its too.
+        protected = {record["uid"] for record in before.values() if not record["created"]}
+        had = {record["uid"] for record in before.values()}
+        made = sorted(name for name, record in after.items() if record["uid"] not in had or name not in before)
+        for name, record in after.items():
+            if record["uid"] not in protected:
+                lock.mark_created(k, bpy.data.objects[name], "object")
         had = {(b["kind"], b["name"]) for b in before_blocks}
-        attributes = dict(lock.BLOCK_KINDS)
         for block in after_blocks:
             if (block["kind"], block["name"]) not in had:
-                getattr(bpy.data, attributes[block["kind"]])[block["name"]][CREATED_PROP] = k.state.session_id
+                data = getattr(bpy.data, lock.KIND_ATTRIBUTES[block["kind"]])[block["name"]]
+                lock.mark_created(k, data, block["kind"])
     finally:
         k.state.identity.clear()
         guard.close()

@@ -163,7 +163,7 @@ class Kernel:
         """A file was loaded (a person's load in the GUI, or file.open): the state follows the file.
         An open transaction is dropped (its snapshot, or the undo history it marked, belongs to
         another document), the identity cache and the modifier record are emptied, everything in
-        the file is the human's (the CREATED_PROP tags are taken off), and the load is recorded as
+        the file is the human's (the records are emptied and the CREATED_PROP tags taken off), and the load is recorded as
         an event that every session hears of in its next answer (see `handle`)."""
         shared = self.shared
         dropped = None
@@ -174,10 +174,9 @@ class Kernel:
             snapshot.discard(path)
             shared.log_console("kernel", "transaction %s of session %s was dropped: another file was loaded"
                                % (dropped, owner))
-        shared.transaction_modifiers = []
+        shared.transaction_record = None
         shared.identity.clear()
-        shared.modifiers.clear()
-        lock.untag_all()
+        lock.untag_all(shared)
         shared.file = os.path.basename(bpy.data.filepath)
         shared.record_load({"event": "file_loaded", "file": shared.file, "transaction_dropped": dropped})
 
@@ -238,12 +237,12 @@ class Kernel:
         tx_id, path, owner = self.shared.transaction
         self.shared.transaction = None
         self.shared.orphaned_at = None
-        modifiers, self.shared.transaction_modifiers = self.shared.transaction_modifiers, []
+        record, self.shared.transaction_record = self.shared.transaction_record, None
         outcome = "kept its changes"
         if isinstance(path, str):  # a file snapshot (headless)
             try:
                 snapshot.load(path, self.file_op)
-                lock.restore_modifiers(self.shared, modifiers)
+                lock.restore_record(self.shared, record)
                 outcome = "was rolled back"
             except Exception as exc:  # noqa: BLE001 - a failed reload is reported, not fatal
                 outcome = "could not be rolled back (%s); the scene was kept" % exc
@@ -289,7 +288,7 @@ class Kernel:
             return {"type": "result", "id": frame.get("id"), "envelope": envelope}
         if kind == "inventory":
             try:
-                envelope = ok({"objects": list(lock.inventory().values()), "blocks": lock.blocks()})
+                envelope = ok({"objects": list(lock.inventory(self).values()), "blocks": lock.blocks(self)})
             except Exception as exc:  # noqa: BLE001 - a scene that cannot be listed is an answer
                 envelope = from_exception(exc)
             return {"type": "result", "id": frame.get("id"), "envelope": envelope}
@@ -325,7 +324,7 @@ class Kernel:
             else:
                 snapshot.load(path, self.file_op)
                 self.state.seen.clear()
-                self.shared.modifiers.clear()  # a replacement kernel: the record starts empty
+                lock.adopt_tags(self.shared)  # a replacement kernel: the records start from the tags
                 self.take_over(transaction)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an envelope
             return from_exception(exc)
@@ -339,7 +338,7 @@ class Kernel:
         if self.state.transaction is not None:
             snapshot.discard(self.state.transaction[1])
         self.state.transaction = None
-        self.shared.transaction_modifiers = []
+        self.shared.transaction_record = None
         if isinstance(transaction, dict) and isinstance(transaction.get("snapshot"), str):
             copy = os.path.join(tempfile.mkdtemp(prefix="vibe-tx-"), "snapshot.blend")
             shutil.copyfile(transaction["snapshot"], copy)
@@ -603,10 +602,10 @@ def install_busy_handlers(kernel):
     @bpy.app.handlers.persistent
     def forget(*_):
         # Undo and redo reallocate datablocks (as loads do; see file_op and Kernel.file_loaded):
-        # cached references and the pointers of the modifier record must not survive them. After
-        # an undo the agent's modifiers on the human's objects are the human's again: the safe side.
+        # cached references must not survive them, and the records find their blocks again
+        # (lock.reattach; the agent's modifiers on the human's objects are the human's again).
         shared.identity.clear()
-        shared.modifiers.clear()
+        lock.reattach(shared)
 
     @bpy.app.handlers.persistent
     def loaded(*_):
