@@ -1,8 +1,8 @@
 //! Live Blender: the shared conformance scenarios against real Blenders, which must produce
 //! exactly the outcomes MockBlender produces (`tests/conformance/*.expected.json`).
 //!
-//! Opt-in: `VIBE_LIVE=1`, with `VIBE_BPY_PYTHON` (a Python with the bpy module) and
-//! `VIBE_BLENDER` (a `blender` binary). Without `VIBE_LIVE=1` each test says it was skipped and
+//! Opt-in: `VIBE_LIVE=1`, with `VIBE_BPY_PYTHON`, `VIBE_BPY45_PYTHON` and `VIBE_BPY52_PYTHON`
+//! (Pythons with the bpy module 5.0, 4.5 and 5.2) and `VIBE_BLENDER` (a `blender` binary). Without `VIBE_LIVE=1` each test says it was skipped and
 //! is reported as ignored; with it (and `--include-ignored`), a missing Blender is a failure.
 
 use std::path::PathBuf;
@@ -45,28 +45,49 @@ fn compare(target: &str, scenario: &Scenario, got: &Outcome, want: &Outcome) {
     );
 }
 
-#[tokio::test]
-#[ignore = "needs VIBE_LIVE"]
-async fn live_bpy_headless_over_stdio_agrees_with_the_mock() {
-    live("bpy 5.0.1 headless over stdio");
-    let python = required("VIBE_BPY_PYTHON");
+/// The scenarios on the bpy module in the Python named by `python_var`, which must be Blender
+/// `major.minor`.
+async fn bpy_agrees_with_the_mock(python_var: &str, major: u32, minor: u32) {
+    let label = format!("bpy {major}.{minor} headless over stdio");
+    live(&label);
+    let python = required(python_var);
     let (dir, scenarios) = scenarios();
     for scenario in &scenarios {
         let transport = StdioTransport::spawn(StdioOptions::bpy_python(&python).unwrap())
             .await
             .unwrap();
-        assert_eq!(transport.hello().blender.version.major, 5);
+        let version = &transport.hello().blender.version;
+        assert_eq!(
+            (version.major, version.minor),
+            (major, minor),
+            "{python_var} runs another Blender"
+        );
         let outcome = run(&transport, scenario, DEADLINE)
             .await
-            .unwrap_or_else(|e| panic!("bpy: {e}\nconsole: {:?}", transport.console()));
-        compare(
-            "bpy 5.0.1 (stdio)",
-            scenario,
-            &outcome,
-            &expected(&dir, scenario),
-        );
+            .unwrap_or_else(|e| panic!("{label}: {e}\nconsole: {:?}", transport.console()));
+        compare(&label, scenario, &outcome, &expected(&dir, scenario));
         transport.close().await.unwrap();
     }
+}
+
+#[tokio::test]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_bpy_headless_over_stdio_agrees_with_the_mock() {
+    bpy_agrees_with_the_mock("VIBE_BPY_PYTHON", 5, 0).await;
+}
+
+/// bpy 4.5 LTS (Python 3.11).
+#[tokio::test]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_bpy_4_5_headless_over_stdio_agrees_with_the_mock() {
+    bpy_agrees_with_the_mock("VIBE_BPY45_PYTHON", 4, 5).await;
+}
+
+/// bpy 5.2, the newest LTS (Python 3.13).
+#[tokio::test]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_bpy_5_2_headless_over_stdio_agrees_with_the_mock() {
+    bpy_agrees_with_the_mock("VIBE_BPY52_PYTHON", 5, 2).await;
 }
 
 #[tokio::test]
