@@ -55,6 +55,8 @@ pub struct CallContext {
     pub transport_calls: u32,
     /// The scene's inventory before agent code ran (the code lock's boundary mode).
     pub scene_before: Option<Value>,
+    /// The sandbox's files before a call that may write files (the temporary storage check).
+    pub sandbox_before: Option<crate::stages::SandboxListing>,
 }
 
 impl CallContext {

@@ -62,7 +62,9 @@ pub fn default_stages() -> Vec<Arc<dyn Stage>> {
         Arc::new(CodeGateGuard),
         Arc::new(PolygonBudget),
         Arc::new(crate::code::lock::CodeLockBefore),
+        Arc::new(TempStorageBefore),
         Arc::new(ExecuteStage),
+        Arc::new(TempStorageAfter),
         Arc::new(crate::code::lock::CodeLockAfter),
         Arc::new(MetaStage),
     ]
@@ -373,6 +375,7 @@ impl Pipeline {
             meta: Meta::default(),
             transport_calls: 0,
             scene_before: None,
+            sandbox_before: None,
         };
         let envelope = match tokio::time::timeout(deadline, self.concurrency.acquire()).await {
             Ok(Ok(_permit)) => self.run_stages(&mut call).await,

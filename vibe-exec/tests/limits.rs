@@ -176,3 +176,91 @@ async fn each_tool_gets_the_deadline_of_its_time_class() {
     assert_eq!(error.code, vibe_errors::ErrorCode::Timeout, "{error:?}");
     assert_eq!(error.details["deadline_ms"], 300, "{error:?}");
 }
+
+/// A transport that counts the calls in flight at once (each takes a moment, so they overlap).
+struct InFlight {
+    inner: vibe_transport::MockTransport,
+    now: AtomicU32,
+    most: AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl Transport for InFlight {
+    fn hello(&self) -> &vibe_transport::Hello {
+        self.inner.hello()
+    }
+    fn next_id(&self) -> u64 {
+        self.inner.next_id()
+    }
+    async fn configure(
+        &self,
+        session: &vibe_transport::SessionConfig,
+    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
+        self.inner.configure(session).await
+    }
+    async fn call(
+        &self,
+        call: vibe_transport::Call,
+    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+        let answer = self.inner.call(call).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        answer
+    }
+    async fn cancel(&self, id: u64) -> Result<(), vibe_transport::TransportError> {
+        self.inner.cancel(id).await
+    }
+    async fn close(&self) -> Result<(), vibe_transport::TransportError> {
+        self.inner.close().await
+    }
+}
+
+/// The negotiated `max_concurrent_calls` bounds the calls the pipeline has in flight: 1,000
+/// calls at once through a session that agreed on 3 never have more than 3 at the transport,
+/// reach 3, and all answer (a slot is waited for within the call's deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_concurrent_calls_bounds_a_thousand_calls_in_flight() {
+    let transport = std::sync::Arc::new(InFlight {
+        inner: vibe_transport::MockTransport::new(MockBlender::new()),
+        now: AtomicU32::new(0),
+        most: AtomicU32::new(0),
+    });
+    let host = vibe_contract::HostProfile {
+        name: "test".into(),
+        version: "1".into(),
+        capabilities: caps(&["scene.read"]),
+        ..Default::default()
+    };
+    let mut proposal = vibe_contract::HostProposal::new("bounded", host);
+    proposal.limits = Some(Limits {
+        max_concurrent_calls: 3,
+        ..Limits::default()
+    });
+    let agreement = vibe_contract::negotiate(
+        &proposal,
+        &vibe_contract::BridgePolicy::default(),
+        &transport.hello().blender,
+        &vibe_contract::blender_core_v1().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(agreement.contract.limits.max_concurrent_calls, 3);
+    let dyn_transport: std::sync::Arc<dyn Transport> = transport.clone();
+    let pipeline = vibe_exec::Pipeline::builder(agreement, dyn_transport)
+        .start()
+        .await
+        .unwrap();
+    let answers = futures::future::join_all(
+        (0..1_000).map(|_| pipeline.call("object.info", json!({"name": "Cube"}))),
+    )
+    .await;
+    let failed: Vec<_> = answers.iter().filter(|a| !a.is_ok()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert_eq!(transport.most.load(Ordering::SeqCst), 3);
+}

@@ -189,3 +189,38 @@ async fn an_unconfined_kernel_is_not_granted_code() {
     assert_eq!(refusal.code.as_str(), "capability_missing");
     transport.close().await.unwrap();
 }
+
+/// Seed 001: every call is atomic, inside a transaction too. A `python.exec` that fails halfway
+/// (after moving the Cube and making an object) leaves the scene exactly as before that call;
+/// the transaction goes on, keeps the call before it, and its rollback returns to its begin.
+#[tokio::test]
+#[ignore = "needs VIBE_LIVE"]
+async fn a_failed_call_inside_a_transaction_leaves_the_state_before_it() {
+    let (p, transport) = live_pipeline("atomic inside a transaction", 15_000).await;
+    let fingerprint =
+        |answer: vibe_errors::Envelope| answer.result().unwrap()["content_fingerprint"].clone();
+    let at_begin = fingerprint(p.call("scene.snapshot", json!({})).await);
+    assert!(p.call("transaction.begin", json!({})).await.is_ok());
+    let moved = p
+        .call("object.move", json!({"name": "Cube", "delta": [1, 0, 0]}))
+        .await;
+    assert!(moved.is_ok(), "{moved:?}");
+    let before = fingerprint(p.call("scene.snapshot", json!({})).await);
+    let failed = p
+        .call("python.exec", json!({"code": "import bpy\nbpy.data.objects['Cube'].location.z = 5\nbpy.data.objects.new('Half', None)\nraise RuntimeError('halfway')"}))
+        .await;
+    let error = failed.error().expect("the code raises");
+    assert_eq!(error.details["rolled_back"], true, "{error:?}");
+    assert_eq!(
+        fingerprint(p.call("scene.snapshot", json!({})).await),
+        before
+    );
+    // The transaction is still open and still holds the move.
+    let rolled = p.call("transaction.rollback", json!({})).await;
+    assert!(rolled.is_ok(), "{rolled:?}");
+    assert_eq!(
+        fingerprint(p.call("scene.snapshot", json!({})).await),
+        at_begin
+    );
+    transport.close().await.unwrap();
+}

@@ -4,6 +4,7 @@ mod execute;
 mod guards;
 mod plan;
 mod ret;
+mod storage;
 mod validate;
 mod verify;
 
@@ -14,6 +15,7 @@ pub use guards::{
 };
 pub use plan::PolygonBudget;
 pub use ret::MetaStage;
+pub use storage::{MAX_SANDBOX_ENTRIES, SandboxListing, TempStorageAfter, TempStorageBefore};
 pub use validate::{INLINE_VALIDATION_BYTES, MAX_ECHO_CHARS, SchemaStage, clip};
 pub use verify::ReadBack;
 

@@ -1,0 +1,130 @@
+//! The contract's limits against a live Blender (bpy 5.0.1 over stdio, jailed and supervised),
+//! opt-in with `VIBE_LIVE=1` and `VIBE_BPY_PYTHON`: a render that takes longer than the quick
+//! class's deadline completes under the render class's, while runaway code of the quick class
+//! is still stopped; a render that leaves the sandbox past `temp_storage_mib` fails and leaves
+//! no file behind.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use vibe_contract::*;
+use vibe_exec::{Pipeline, Sandbox};
+use vibe_transport::jail::Jail;
+use vibe_transport::{StdioOptions, SupervisedKernel, Transport, kernel_factory};
+
+async fn live_pipeline(
+    what: &str,
+    constraints: Constraints,
+) -> (Pipeline, Arc<SupervisedKernel>, tempfile::TempDir) {
+    assert!(
+        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
+        "{what}: live test run without VIBE_LIVE=1"
+    );
+    let python = std::env::var_os("VIBE_BPY_PYTHON")
+        .expect("VIBE_LIVE=1 but VIBE_BPY_PYTHON is not set: a missing Blender is a failure");
+    let sandbox = tempfile::tempdir().unwrap();
+    let jail = Jail::new(sandbox.path());
+    let factory = kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail));
+    let transport = Arc::new(
+        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
+            .await
+            .unwrap(),
+    );
+    let wanted = [
+        "scene.read",
+        "scene.write",
+        "render",
+        "file.write",
+        "code_exec",
+    ];
+    let host = HostProfile {
+        name: "live-limits".into(),
+        version: "1".into(),
+        capabilities: wanted.map(String::from).into(),
+        ..HostProfile::default()
+    };
+    let mut proposal = HostProposal::new("live-limits", host);
+    proposal.constraints = Some(constraints);
+    let mut policy = BridgePolicy::default();
+    policy.capabilities.insert(CAP_CODE_EXEC.into());
+    let agreement = negotiate(
+        &proposal,
+        &policy,
+        &transport.hello().blender,
+        &blender_core_v1().unwrap(),
+    )
+    .unwrap();
+    let dyn_transport: Arc<dyn Transport> = transport.clone();
+    let pipeline = Pipeline::builder(agreement, dyn_transport)
+        .sandbox(Sandbox::new(sandbox.path()).unwrap())
+        .code_gate()
+        .start()
+        .await
+        .unwrap();
+    (pipeline, transport, sandbox)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn a_render_gets_its_own_deadline_and_runaway_code_does_not() {
+    let quick = Constraints {
+        time_per_tool_ms: 1_000,
+        ..Constraints::default()
+    };
+    let (p, transport, sandbox) = live_pipeline("deadlines per class", quick).await;
+    let started = Instant::now();
+    let rendered = p
+        .call(
+            "render.still",
+            json!({"path": "slow.png", "width": 640, "height": 480, "samples": 64}),
+        )
+        .await;
+    let took = started.elapsed();
+    assert!(rendered.is_ok(), "{rendered:?}");
+    println!("a 640x480 render at 64 samples took {took:?} (the quick class's deadline is 1 s)");
+    assert!(
+        took.as_millis() > 1_000,
+        "the render must outlast the quick class's deadline for this test to mean anything ({took:?})"
+    );
+    assert!(sandbox.path().join("slow.png").exists());
+    let runaway = p
+        .call("python.exec", json!({"code": "while True:\n    pass"}))
+        .await;
+    let error = runaway.error().expect("runaway code is stopped");
+    assert_eq!(error.code.as_str(), "timeout", "{error:?}");
+    assert!(p.call("object.info", json!({"name": "Cube"})).await.is_ok());
+    transport.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn a_render_past_temporary_storage_fails_and_leaves_no_file() {
+    let small = Constraints {
+        temp_storage_mib: 1,
+        ..Constraints::default()
+    };
+    let (p, transport, sandbox) = live_pipeline("temp storage", small).await;
+    // The sandbox already holds most of its 1 MiB: a small render fits under it once...
+    std::fs::write(sandbox.path().join("earlier.bin"), vec![1u8; 900 * 1024]).unwrap();
+    let first = p
+        .call(
+            "render.still",
+            json!({"path": "a.png", "width": 64, "height": 48, "samples": 1}),
+        )
+        .await;
+    assert!(first.is_ok(), "{first:?}");
+    // ...and a larger one does not: it fails, and its file is gone.
+    let second = p
+        .call(
+            "render.still",
+            json!({"path": "b.png", "width": 1024, "height": 1024, "samples": 4}),
+        )
+        .await;
+    let error = second.error().expect("past the ceiling");
+    assert_eq!(error.details["rule"], "temp_storage_mib", "{error:?}");
+    assert_eq!(error.details["removed"], json!(["b.png"]), "{error:?}");
+    assert!(!sandbox.path().join("b.png").exists());
+    assert!(sandbox.path().join("a.png").exists() && sandbox.path().join("earlier.bin").exists());
+    transport.close().await.unwrap();
+}
