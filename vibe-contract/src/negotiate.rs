@@ -516,6 +516,17 @@ pub fn negotiate(
                     tool.name, blender.version
                 ),
             });
+        } else if req.ui && !feature_flags.contains(FLAG_UI) {
+            let why = if blender.background {
+                "this Blender is headless"
+            } else {
+                "the session did not negotiate the \"ui\" feature flag"
+            };
+            excluded.push(ExcludedTool {
+                name: tool.name.clone(),
+                code: ErrorCode::CapabilityMissing,
+                why: format!("{} uses Blender's UI, and {why}", tool.name),
+            });
         } else if let Some(cap) = req.capabilities.iter().find(|cap| !granted.contains(*cap)) {
             let why = match blender.confinement.code_exec_refusal() {
                 Some(reason)

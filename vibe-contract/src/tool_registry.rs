@@ -77,6 +77,11 @@ pub struct ToolRequirements {
     /// The newest Blender the tool runs on (inclusive); none means no upper bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blender_max: Option<BlenderVersion>,
+    /// The tool needs Blender's UI (a window: viewport capture, anything drawn). Seed 001 makes
+    /// UI use opt-in: negotiation leaves the tool out unless the session negotiated the `ui`
+    /// feature flag, which a headless Blender never offers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ui: bool,
 }
 
 /// One tool of a registry.

@@ -408,3 +408,72 @@ fn default_negotiation_and_mcp_rendering() {
     tampered.limits.max_concurrent_calls += 1;
     assert!(!tampered.fingerprint_is_valid());
 }
+
+/// Seed 001: UI use is opt-in. A tool that declares `requires.ui` is left out of a session that
+/// did not negotiate the `ui` flag, and of any session on a headless Blender; asking for it by
+/// name is refused with the reason.
+#[test]
+fn a_ui_tool_needs_the_ui_flag_and_a_window() {
+    let base = blender_core_v1().unwrap();
+    let mut yaml: serde_json::Value = serde_norway::from_str(&base.tools.to_yaml()).unwrap();
+    let tools = yaml["tools"].as_array_mut().unwrap();
+    let ui_tool = tools
+        .iter_mut()
+        .find(|t| t["name"] == "scene.snapshot")
+        .unwrap();
+    ui_tool["requires"]["ui"] = json!(true);
+    yaml["version"] = json!("1.2.0");
+    let registries = Registries {
+        tools: Arc::new(ToolRegistry::from_json_str(&yaml.to_string()).unwrap()),
+        macros: None,
+    };
+    let agreed = |flags: &[&str], background: bool| {
+        let mut h = host(&["scene.read", "scene.write", "transactions"]);
+        h.optional_flags = flags.iter().map(|f| f.to_string()).collect();
+        let proposal = HostProposal::new("ui", h);
+        negotiate(
+            &proposal,
+            &BridgePolicy::default(),
+            &blender("4.5.0", background),
+            &registries,
+        )
+    };
+    let has = |a: &Agreement| {
+        a.contract
+            .capabilities
+            .tools
+            .iter()
+            .any(|t| t == "scene.snapshot")
+    };
+    // Without the flag, or headless: left out, with the reason.
+    for (flags, background, why) in [
+        (&[][..], false, "did not negotiate"),
+        (&["ui"][..], true, "headless"),
+    ] {
+        let agreement = agreed(flags, background).unwrap();
+        assert!(!has(&agreement));
+        let error = agreement.tool("scene.snapshot").unwrap_err();
+        assert_eq!(error.code, vibe_errors::ErrorCode::CapabilityMissing);
+        assert!(error.message.contains(why), "{}", error.message);
+    }
+    // With the flag on a Blender with a window: there.
+    assert!(has(&agreed(&["ui"], false).unwrap()));
+    // Asked for by name without the flag: refused, saying why.
+    let mut h = host(&["scene.read"]);
+    h.optional_flags.clear();
+    let mut proposal = HostProposal::new("ui", h);
+    proposal.tools = Some(["scene.snapshot".to_string()].into());
+    let refusal = negotiate(
+        &proposal,
+        &BridgePolicy::default(),
+        &blender("4.5.0", false),
+        &registries,
+    )
+    .unwrap_err();
+    assert!(
+        refusal.to_string().contains("uses Blender's UI"),
+        "{refusal}"
+    );
+    // The default registry declares no UI tool, so its fingerprint is unchanged by the field.
+    assert!(base.tools.tools().iter().all(|t| !t.requires.ui));
+}

@@ -37,6 +37,17 @@ pub enum PipelineError {
     /// A stage was placed against the phase order, or named a stage that is not there.
     #[error("stage order: {0}")]
     StageOrder(String),
+    /// The kernel's jail allows more memory than the agreement's `max_memory_mib`.
+    #[error(
+        "the kernel's memory ceiling of {kernel} MiB is above the agreed max_memory_mib of {agreed} MiB; \
+         start its jail with Jail::memory_mib({agreed})"
+    )]
+    MemoryCeiling {
+        /// The agreed ceiling, in MiB.
+        agreed: u64,
+        /// The ceiling the kernel's hello reports (`confinement.memory_mib`), in MiB.
+        kernel: u64,
+    },
     /// The sandbox and a project root overlap: agent writes would land in a read-only root.
     #[error("the sandbox {sandbox} and the project root {root} overlap")]
     Overlap {
@@ -223,6 +234,13 @@ impl PipelineBuilder {
             });
         }
         let contract = &self.agreement.contract;
+        // The OS holds the memory ceiling of a jailed kernel: it must be the agreed one or lower.
+        let agreed = contract.constraints.max_memory_mib;
+        if let Some(kernel) = self.transport.hello().blender.confinement.memory_mib
+            && kernel > agreed
+        {
+            return Err(PipelineError::MemoryCeiling { agreed, kernel });
+        }
         let config = SessionConfig {
             session_id: contract.session_id.clone(),
             capabilities: contract.capabilities.granted.clone(),

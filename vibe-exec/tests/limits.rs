@@ -264,3 +264,75 @@ async fn max_concurrent_calls_bounds_a_thousand_calls_in_flight() {
     );
     assert_eq!(transport.most.load(Ordering::SeqCst), 3);
 }
+
+/// A MockTransport whose hello reports a jail with a memory ceiling.
+struct Jailed {
+    inner: vibe_transport::MockTransport,
+    hello: vibe_transport::Hello,
+}
+
+#[async_trait::async_trait]
+impl Transport for Jailed {
+    fn hello(&self) -> &vibe_transport::Hello {
+        &self.hello
+    }
+    fn next_id(&self) -> u64 {
+        self.inner.next_id()
+    }
+    async fn configure(
+        &self,
+        session: &vibe_transport::SessionConfig,
+    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
+        self.inner.configure(session).await
+    }
+    async fn call(
+        &self,
+        call: vibe_transport::Call,
+    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
+        self.inner.call(call).await
+    }
+    async fn cancel(&self, id: u64) -> Result<(), vibe_transport::TransportError> {
+        self.inner.cancel(id).await
+    }
+    async fn close(&self) -> Result<(), vibe_transport::TransportError> {
+        self.inner.close().await
+    }
+}
+
+/// `max_memory_mib` is held by the jail's RLIMIT_AS (crossed by the escape corpus's memory
+/// payloads); a pipeline refuses to start over a kernel whose jail allows more than agreed.
+#[tokio::test]
+async fn a_kernel_jailed_above_the_agreed_memory_is_refused_at_start() {
+    for (jail_mib, agreed_mib, starts) in [
+        (8_192, 4_096, false),
+        (2_048, 4_096, true),
+        (4_096, 4_096, true),
+    ] {
+        let inner = vibe_transport::MockTransport::new(MockBlender::new());
+        let mut hello = inner.hello().clone();
+        hello.blender.confinement.memory_mib = Some(jail_mib);
+        let transport = std::sync::Arc::new(Jailed { inner, hello });
+        let constraints = vibe_contract::Constraints {
+            max_memory_mib: agreed_mib,
+            ..Default::default()
+        };
+        let agreement = agreement_for(transport.hello(), "memory", Some(constraints), &[]);
+        let started = vibe_exec::Pipeline::builder(agreement, transport)
+            .start()
+            .await;
+        match started {
+            Ok(_) => assert!(
+                starts,
+                "a {jail_mib} MiB jail under an agreed {agreed_mib} MiB started"
+            ),
+            Err(e) => {
+                assert!(!starts, "{e}");
+                assert!(
+                    matches!(e, vibe_exec::PipelineError::MemoryCeiling { agreed, kernel } if agreed == agreed_mib && kernel == jail_mib),
+                    "{e}"
+                );
+                assert!(e.to_string().contains("max_memory_mib"), "{e}");
+            }
+        }
+    }
+}
