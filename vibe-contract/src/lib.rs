@@ -49,6 +49,30 @@
 //!   rules and [`RefusalRule`] for each refusal.
 //! * **MCP.** [`Agreement::mcp_tools`] renders the agreed tools as MCP `tools/list` entries.
 //!
+//! ## Every negotiated value: where it is enforced, and the test that crosses it
+//!
+//! Each value of an agreement is held in one place, its refusal names it and its value, and a
+//! test crosses it (tests named by file and function; "live" ones run against real Blender in
+//! CI).
+//!
+//! | value | enforced by | refusal | test that crosses it |
+//! |---|---|---|---|
+//! | `constraints.time_per_tool_ms` (quick class) | `Pipeline::deadline_for` sets each call's deadline from its registry `time_class`; the transport stops waiting, `SupervisedKernel` kills and restores a kernel past it; the kernel interrupts `python.exec` at 80% | `timeout`, `details.deadline_ms` | `vibe-exec/tests/limits.rs` `each_tool_gets_the_deadline_of_its_time_class`; live: `vibe-exec/tests/live_limits.rs` `a_render_gets_its_own_deadline_and_runaway_code_does_not`, `live_code.rs` `runaway_code_times_out_and_the_next_call_succeeds` |
+//! | `constraints.time_file_ms` (file class) | as above | `timeout`, `details.deadline_ms` | `limits.rs` `each_tool_gets_the_deadline_of_its_time_class` (a save under and past 3 s) |
+//! | `constraints.time_render_ms` (render class) | as above | `timeout`, `details.deadline_ms` | live: `live_limits.rs` `a_render_gets_its_own_deadline_and_runaway_code_does_not` (a 6 s render completes past the quick class's 1 s, and is stopped under a render class of 2 s) |
+//! | `constraints.max_memory_mib` | the jail's `RLIMIT_AS` (`Jail::memory_mib`, set in the launcher); `PipelineBuilder::start` refuses a kernel whose hello reports a higher jail ceiling. A kernel outside the jail has no OS ceiling | `PipelineError::MemoryCeiling`; an allocation past it fails in Blender | `limits.rs` `a_kernel_jailed_above_the_agreed_memory_is_refused_at_start`; live: `vibe-transport/tests/escape.rs` (the corpus's `memory` payloads under a lower ceiling) |
+//! | `constraints.temp_storage_mib` | `TempStorageBefore` / `TempStorageAfter` (`vibe-exec`): the sandbox is measured before and after each call that may write files (registry: `file.write` or `code_exec`) | `contract_violation`, `rule: temp_storage_mib`, `limit`, `used_bytes`, `removed` | `vibe-exec/tests/temp_storage.rs`; live: `live_limits.rs` `a_render_past_temporary_storage_fails_and_leaves_no_file` |
+//! | `constraints.sanity` (`max_subdivision_levels`, `max_array_count`, `max_bevel_segments`) | `SanityGuard` on the arguments, and the kernel and MockBlender on what they are given | `invalid_arguments`, reason `sanity_limit`, `limit` | `vibe-exec/tests/pipeline.rs` `refusals_in_phases_one_and_two_never_reach_the_transport`; conformance `04_refusals` (MockBlender and every live Blender) |
+//! | `constraints.sanity.max_polygons` | `PolygonBudget` (plan phase, from the object's size) | `invalid_arguments`, reason `sanity_limit` | `pipeline.rs` `the_polygon_budget_is_planned_before_execution` |
+//! | `constraints.code_gate` | `CodeGateGuard` (`Enforcing` blocks and turns the session read-only; `LogOnly` records) | `contract_violation`, reason `security_block` | `vibe-exec/tests/code_gate.rs` `enforcing_mode_blocks_and_turns_the_session_read_only`, `log_only_mode_records_and_runs` |
+//! | `constraints.read_only` | `ReadOnlyGuard` (also `KILL_VIBE` in the environment) | `contract_violation`, reason `read_only` | `vibe-exec/tests/kill_switch.rs` `kill_vibe_in_the_environment_refuses_every_mutation` |
+//! | `limits.tool_surface_cap` | [`negotiate()`], rule [`RefusalRule::ToolSurfaceExceeded`] | the refusal names the count and the cap | `vibe-contract/tests/negotiation.rs` `golden_refusal_per_rule` |
+//! | `limits.max_concurrent_calls` | the pipeline's call slots (a semaphore of the agreed size); a call waits for a slot within its deadline. Transports keep their own bound too (`HandshakeOptions::max_concurrent_calls`, 8 by default) | `timeout`, `partial_effects: none` | `limits.rs` `max_concurrent_calls_bounds_a_thousand_calls_in_flight` (1,000 calls, at most and at least 3 at the transport) |
+//! | `limits.max_payload_bytes` | `SchemaStage`, before any validation; frames past the codec's maximum are refused by the transports | `contract_violation`, `rule: max_payload_bytes`, `limit` | `limits.rs` `a_payload_past_the_limit_is_refused_before_validation` |
+//! | `capabilities.granted` / `tools` | negotiation excludes what is not granted; `ContractCheck` refuses a call to an excluded or unknown tool; the kernel checks the capability again | `capability_missing` / `unsupported_blender_version` / `contract_violation`, with the reason | `negotiation.rs` `default_negotiation_and_mcp_rendering`; `vibe-exec/tests/live_code.rs` `an_unconfined_kernel_is_not_granted_code` |
+//! | `capabilities.feature_flags` (`ui`) and `ui_optional` | negotiation leaves a tool that declares `requires.ui` out unless the `ui` flag was negotiated on a Blender with a window; `ui_optional` tells the host whether it asked for the UI at all | `capability_missing`, naming the UI | `negotiation.rs` `a_ui_tool_needs_the_ui_flag_and_a_window` |
+//! | `audit` (`verbosity`, `keep_code`, `keep_paths`, `sinks`) | `vibe-audit`'s redaction and writer | (records, not refusals) | `vibe-audit/tests/chain.rs` `redaction_follows_the_audit_policy` |
+//!
 //! ## The default registry: blender-core v1
 //!
 //! 31 tools (the spec's 15 plus kernel status, telemetry, console errors, identity audit,

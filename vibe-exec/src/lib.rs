@@ -49,6 +49,12 @@
 //!   `HUMAN_ONLY/` in any case, no symlink out.
 //! * **Sanity** — the contract's limits on subdivision levels, array counts, bevel segments,
 //!   and (in the plan phase) the polygon budget.
+//! * **Temporary storage** — the contract's `temp_storage_mib`: a call that may write files
+//!   (registry: `file.write` or `code_exec`) starts only while the sandbox is below it, and a
+//!   call that leaves the sandbox past it fails with the files it wrote removed
+//!   ([`stages::TempStorageBefore`], [`stages::TempStorageAfter`]).
+//! * **Memory** — [`PipelineBuilder::start`] refuses a kernel whose jail allows more than the
+//!   agreed `max_memory_mib` ([`PipelineError::MemoryCeiling`]); the jail's `RLIMIT_AS` holds it.
 //! * **Busy** — while a `file.save` is in flight, mutations wait for ready (the kernel also
 //!   refuses during loads and saves).
 //! * **Circuit breaker** — a call past its deadline, or a protocol violation, opens it: every
@@ -81,8 +87,10 @@
 //! `timeout` (reason `deadlock`, partial effects unknown) and opens the breaker;
 //! [`Pipeline::cancel`] answers `timeout` with `details.cancelled = true`. An idempotent tool
 //! whose connection dropped is sent once more (it converges); a non-idempotent one never is.
-//! At most `max_concurrent_calls` calls run at once; the rest **queue** in FIFO order, and a call
-//! that cannot start within its deadline answers `timeout` without having started.
+//! At most the agreed `max_concurrent_calls` calls run at once; the rest **queue** in FIFO
+//! order, and a call that cannot start within its deadline answers `timeout` without having
+//! started. Every negotiated value, where it is enforced and the test that crosses it, is
+//! tabled in `vibe-contract`'s crate docs.
 //!
 //! Macros ([`Pipeline::run_macro`]) run their steps through the same pipeline; see
 //! [`mod@macros`].

@@ -175,6 +175,12 @@ async fn each_tool_gets_the_deadline_of_its_time_class() {
     let error = late.error().expect("the read passed its deadline");
     assert_eq!(error.code, vibe_errors::ErrorCode::Timeout, "{error:?}");
     assert_eq!(error.details["deadline_ms"], 300, "{error:?}");
+    // And a save slower than the file class's 3 s is past its own deadline.
+    let (p, _sandbox) = slow_pipeline("file.save", 4_000).await;
+    let late = p.call("file.save", json!({"path": "scene.blend"})).await;
+    let error = late.error().expect("the save passed its deadline");
+    assert_eq!(error.code, vibe_errors::ErrorCode::Timeout, "{error:?}");
+    assert_eq!(error.details["deadline_ms"], 3_000, "{error:?}");
 }
 
 /// A transport that counts the calls in flight at once (each takes a moment, so they overlap).

@@ -95,6 +95,25 @@ async fn a_render_gets_its_own_deadline_and_runaway_code_does_not() {
     assert_eq!(error.code.as_str(), "timeout", "{error:?}");
     assert!(p.call("object.info", json!({"name": "Cube"})).await.is_ok());
     transport.close().await.unwrap();
+    // The same render under a render class of 2 s is stopped (the kernel is replaced, the
+    // state before the call restored) and leaves no file.
+    let short = Constraints {
+        time_render_ms: 2_000,
+        ..Constraints::default()
+    };
+    let (p, transport, sandbox) = live_pipeline("render deadline", short).await;
+    let late = p
+        .call(
+            "render.still",
+            json!({"path": "late.png", "width": 640, "height": 480, "samples": 64}),
+        )
+        .await;
+    let error = late.error().expect("past the render class's deadline");
+    assert_eq!(error.code.as_str(), "timeout", "{error:?}");
+    assert_eq!(error.details["deadline_ms"], 2_000, "{error:?}");
+    assert!(!sandbox.path().join("late.png").exists());
+    assert!(p.call("object.info", json!({"name": "Cube"})).await.is_ok());
+    transport.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
