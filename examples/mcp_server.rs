@@ -21,7 +21,8 @@
 //! not offered and the server says why on stderr. `--no-jail` starts a headless kernel unconfined
 //! (no agent code then). The agreed registry becomes MCP tools (dots in names become underscores); every
 //! `tools/call` goes through the full pipeline and answers with the envelope as
-//! `structuredContent`, the same JSON as text, and `isError = !ok`. Argument errors are tool
+//! `structuredContent`, the same JSON as text, and `isError = !ok`. A `notifications/cancelled`
+//! for a call becomes `Pipeline::cancel`. Argument errors are tool
 //! errors the model can read and correct, never JSON-RPC errors. Logs go to stderr only.
 
 use std::path::PathBuf;
@@ -81,12 +82,23 @@ impl ServerHandler for VibeServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let envelope = match self.agreement.tool_for_mcp_name(&request.name) {
             Some(spec) => {
                 let params = Value::Object(request.arguments.unwrap_or_default());
-                self.pipeline.call(&spec.name, params).await
+                // MCP cancellation (notifications/cancelled) is the pipeline's cancel: the kernel
+                // stops the call, or its supervisor kills and restores it.
+                let id = self.pipeline.next_call_id();
+                let call = self.pipeline.call_with_id(id, &spec.name, params);
+                tokio::pin!(call);
+                tokio::select! {
+                    envelope = &mut call => envelope,
+                    () = context.ct.cancelled() => {
+                        self.pipeline.cancel(id).await;
+                        call.await
+                    }
+                }
             }
             // An unknown tool is a tool error too: the model sees it and can pick another.
             None => Envelope::Err(

@@ -147,3 +147,77 @@ async fn a_render_past_temporary_storage_fails_and_leaves_no_file() {
     assert!(sandbox.path().join("a.png").exists() && sandbox.path().join("earlier.bin").exists());
     transport.close().await.unwrap();
 }
+
+/// `Pipeline::cancel` ends a render Blender cannot stop: its kernel is killed after the grace,
+/// a fresh one restored to the state before the call, and the answer says so. Cancelled agent
+/// code is interrupted by the kernel and rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn a_cancelled_render_ends_by_kill_and_restore() {
+    let (p, transport, sandbox) = live_pipeline("cancel a render", Constraints::default()).await;
+    let p = Arc::new(p);
+    let moved = p
+        .call("object.move", json!({"name": "Cube", "delta": [0, 0, 1]}))
+        .await;
+    assert!(moved.is_ok(), "{moved:?}");
+    let before =
+        p.call("scene.snapshot", json!({})).await.result().unwrap()["content_fingerprint"].clone();
+    let id = p.next_call_id();
+    let render = {
+        let p = Arc::clone(&p);
+        tokio::spawn(async move {
+            p.call_with_id(
+                id,
+                "render.still",
+                json!({"path": "long.png", "width": 1024, "height": 1024, "samples": 64}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    let cancelled_at = Instant::now();
+    p.cancel(id).await;
+    let answer = render.await.unwrap();
+    let took = cancelled_at.elapsed();
+    println!("the render answered {took:?} after its cancel");
+    let error = answer.error().expect("cancelled");
+    assert_eq!(error.code.as_str(), "timeout", "{error:?}");
+    assert_eq!(error.details["cancelled"], true, "{error:?}");
+    assert_eq!(error.details["kernel"], "replaced", "{error:?}");
+    assert!(error.details.contains_key("restored"), "{error:?}");
+    assert!(!sandbox.path().join("long.png").exists());
+    let after =
+        p.call("scene.snapshot", json!({})).await.result().unwrap()["content_fingerprint"].clone();
+    assert_eq!(
+        after, before,
+        "the state before the render, with the move kept"
+    );
+    // Runaway agent code is stopped by the kernel itself, which rolls it back.
+    let id = p.next_call_id();
+    let code = {
+        let p = Arc::clone(&p);
+        tokio::spawn(async move {
+            p.call_with_id(id, "python.exec", json!({"code": "import bpy\nbpy.data.objects['Cube'].location.x = 9\nwhile True:\n    pass"}))
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let cancelled_at = Instant::now();
+    p.cancel(id).await;
+    let answer = code.await.unwrap();
+    println!(
+        "the code answered {:?} after its cancel",
+        cancelled_at.elapsed()
+    );
+    let error = answer.error().expect("cancelled");
+    assert_eq!(error.code.as_str(), "timeout", "{error:?}");
+    assert!(
+        error.message.contains("cancelled and interrupted"),
+        "{error:?}"
+    );
+    assert_eq!(error.details["rolled_back"], true, "{error:?}");
+    let after =
+        p.call("scene.snapshot", json!({})).await.result().unwrap()["content_fingerprint"].clone();
+    assert_eq!(after, before);
+    transport.close().await.unwrap();
+}

@@ -455,8 +455,14 @@ impl Connection {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
         if let Some(waiter) = waiter {
-            let _ = waiter.send(Err(TransportError::Deadline(Duration::ZERO)));
+            let _ = waiter.send(Err(TransportError::Cancelled));
         }
+        self.ask_to_cancel(id);
+    }
+
+    /// Tells the kernel to stop call `id` and keeps waiting for its answer (the kernel answers
+    /// a call it stopped; a supervisor kills a kernel that does not).
+    pub fn ask_to_cancel(&self, id: u64) {
         let _ = self
             .outgoing
             .try_send(Outgoing::Line(Frame::Cancel { id }.to_line()));

@@ -36,6 +36,10 @@ pub enum TransportError {
     /// sent: it did not run.
     #[error("no call slot within {0:?}; the call was never sent")]
     QueueTimeout(Duration),
+    /// The caller cancelled the call before its answer arrived; the kernel was asked to stop it
+    /// (it may have run in part).
+    #[error("cancelled by the caller; the kernel was asked to stop the call")]
+    Cancelled,
     /// The call's deadline passed before its answer arrived.
     #[error("no answer within {0:?}")]
     Deadline(Duration),
@@ -120,6 +124,7 @@ impl TransportError {
             other => matches!(
                 other,
                 TransportError::Deadline(_)
+                    | TransportError::Cancelled
                     | TransportError::ConnectionLost(_)
                     | TransportError::Protocol(_)
             ),
@@ -161,6 +166,12 @@ impl TransportError {
             TransportError::Protocol(_) => {
                 ErrorBody::from_reason(Reason::ContractViolation, message)
             }
+            TransportError::Cancelled => ErrorBody::new(ErrorCode::Timeout, message)
+                .with_detail("cancelled", true)
+                .with_detail(
+                    "partial_effects",
+                    "unknown: the kernel may have started the call",
+                ),
             TransportError::QueueTimeout(_) => ErrorBody::new(ErrorCode::Timeout, message)
                 .with_detail("cancelled", true)
                 .with_detail("partial_effects", "none: the call was never sent"),
@@ -199,6 +210,7 @@ impl TransportError {
             TransportError::Auth(_) => "auth",
             TransportError::Protocol(_) => "protocol",
             TransportError::Deadline(_) => "deadline",
+            TransportError::Cancelled => "cancelled",
             TransportError::ConnectionLost(_) => "connection_lost",
             TransportError::Closed(_) => "closed",
             TransportError::DuplicateId(_) => "duplicate_id",

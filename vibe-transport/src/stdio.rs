@@ -215,6 +215,12 @@ impl StdioTransport {
         self.jail_dirs.as_deref().map(|dirs| dirs.private.as_path())
     }
 
+    /// Tells the kernel to stop call `id` and keeps waiting for its answer (see
+    /// [`Transport::cancel`], which stops waiting at once).
+    pub fn ask_to_cancel(&self, id: u64) {
+        self.connection.ask_to_cancel(id);
+    }
+
     /// Kills the child's whole process group at once (SIGKILL) and fails every call in flight.
     /// In a jail, the pid namespace ends with it.
     pub fn kill(&self) {

@@ -18,6 +18,10 @@
 //!   `timeout` with `details.cancelled = true`, `details.restored` (what the scene now is) and
 //!   `details.kernel = "replaced"`; the session goes on. Calls in flight on the killed kernel
 //!   answer that they did not take effect.
+//! * **Cancel.** [`Transport::cancel`] asks the kernel to stop the call (it interrupts agent
+//!   code and drops queued calls); a call still running [`CANCEL_GRACE`] later (a render, an
+//!   import: C code no tracer reaches) has its kernel killed, and answers `timeout` with
+//!   `details.cancelled = true`, `details.restored` and `details.kernel = "replaced"`.
 //! * **When restoring fails** (the fresh kernel does not start, the checkpoint is corrupt, a
 //!   replayed call fails), the call answers the transport's `Deadline` error: the pipeline's
 //!   circuit breaker opens and only a human reset continues the session.
@@ -38,7 +42,11 @@ use crate::frame::{Hello, SessionConfig, TransactionCarry};
 use crate::stdio::StdioTransport;
 use crate::transport::{Call, CodeBoundary, Transport};
 
+mod cancel;
 mod store;
+
+pub use cancel::CANCEL_GRACE;
+use cancel::Cancels;
 
 pub use store::MAX_SCENE_BYTES;
 use store::{Stored, hash_file, take_in};
@@ -112,6 +120,8 @@ pub struct SupervisedKernel {
         tokio::sync::Mutex<Option<tokio::task::JoinHandle<Result<StdioTransport, TransportError>>>>,
     /// Typed calls share it; agent code holds it alone from its call to the bridge's decision.
     exclusive: Arc<tokio::sync::RwLock<()>>,
+    /// Calls in flight and those cancelled (a call Blender cannot stop has its kernel killed).
+    cancels: Cancels,
 }
 
 impl std::fmt::Debug for SupervisedKernel {
@@ -157,6 +167,7 @@ impl SupervisedKernel {
             boundary: true,
             spare: tokio::sync::Mutex::new(None),
             exclusive: Arc::new(tokio::sync::RwLock::new(())),
+            cancels: Cancels::default(),
         })
     }
 
@@ -529,6 +540,7 @@ impl Transport for SupervisedKernel {
         let mut attempts = 0;
         let (seen, kernel, answer) = loop {
             let (seen, kernel) = self.generation();
+            let _running = self.cancels.running(kept.id, seen);
             let answer = match kernel.exit_report() {
                 Some(report) => Err(TransportError::KernelExited(ExitReport {
                     sent: false,
@@ -550,6 +562,7 @@ impl Transport for SupervisedKernel {
                 answer => break (seen, kernel, answer),
             }
         };
+        let cancelled = self.cancels.take(kept.id);
         match answer {
             Ok(envelope) if let Some(alone) = alone => {
                 let save_deadline = deadline
@@ -609,6 +622,31 @@ impl Transport for SupervisedKernel {
                     Err(TransportError::Deadline(after))
                 }
             },
+            // Cancelled, and killed because it did not stop (cancel.rs): the state before it.
+            Err(error) if error.lost_in_flight() && cancelled => {
+                match self.replace(seen, &kernel).await {
+                    Ok(restored) => Ok(Envelope::Err(
+                        ErrorBody::new(
+                            ErrorCode::Timeout,
+                            format!(
+                                "{} was cancelled and did not stop within {} ms; the kernel was \
+                                 killed and a fresh one restored to the state before the call",
+                                kept.tool,
+                                CANCEL_GRACE.as_millis()
+                            ),
+                        )
+                        .with_detail("cancelled", true)
+                        .with_detail("restored", restored)
+                        .with_detail("kernel", "replaced")
+                        .with_detail("partial_effects", "none: restored")
+                        .with_detail("may_have_run", false),
+                    )),
+                    Err(why) => {
+                        tracing::error!("restore after a cancel failed: {why}");
+                        Err(error)
+                    }
+                }
+            }
             Err(error) if error.lost_in_flight() && self.generation().0 != seen => {
                 // Killed because another call passed its deadline or ran agent code: the scene
                 // went back to a state this call is not part of.
@@ -655,7 +693,10 @@ impl Transport for SupervisedKernel {
     }
 
     async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        self.current().cancel(id).await
+        let (generation, kernel) = self.generation();
+        self.cancels.cancel(id, generation, Arc::clone(&kernel));
+        kernel.ask_to_cancel(id);
+        Ok(())
     }
 
     async fn close(&self) -> Result<(), TransportError> {

@@ -14,6 +14,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -291,6 +292,23 @@ class DeadlineTest(Base):
         for _ in range(200000):
             pass
         return answer
+
+    def test_a_cancel_interrupts_running_code_and_rolls_it_back(self):
+        """The reader thread's cancel of the call being served: the run stops long before its
+        deadline, is rolled back, and says it was cancelled; the kernel serves the next call."""
+        frame = {"type": "call", "id": 41, "tool": "python.exec", "deadline_ms": 60000,
+                 "params": {"code": "import bpy\nbpy.data.objects['Cube'].location.x = 7\n"
+                                    "try:\n    while True: pass\nexcept BaseException:\n    while True: pass"}}
+        threading.Timer(0.3, self.k.cancel, args=(41,)).start()
+        started = time.monotonic()
+        answer = self.k.handle(frame)["envelope"]
+        self.assertLess(time.monotonic() - started, 5.0)
+        self.assertEqual(answer["error"]["code"], "timeout", answer)
+        self.assertIn("cancelled", answer["error"]["message"])
+        self.assertTrue(answer["error"]["details"]["rolled_back"], answer)
+        self.assertEqual(bpy.data.objects["Cube"].location.x, 0.0)
+        self.assertEqual(self.k.cancelled, set())
+        self.still_serves()
 
     def test_catching_the_interrupt_only_delays_it(self):
         self.timed_out("try:\n    while True: pass\nexcept BaseException: pass\nwhile True: pass")

@@ -156,7 +156,13 @@ MAX_STDOUT_CHARS = 65536
 # so that catching it (`except BaseException:`, a bare `except:`) only delays it.
 REFIRE_S = 0.001
 
+# How often the watchdog looks at the deadline, which a cancel brings forward (`Deadline.stop_now`).
+WATCH_S = 0.05
+
 _monotonic = time.monotonic  # bound once: agent code may replace time.monotonic
+
+# The run in progress (at most one: the kernel serves one call at a time), for a cancel.
+RUNNING = None
 
 
 class GateViolation(Exception):
@@ -167,8 +173,11 @@ class GateViolation(Exception):
 
 
 class Interrupted(BaseException):
-    """The deadline passed. BaseException so that `except Exception` cannot swallow it; raised
-    again and again until the code stops, so that `except BaseException` cannot either."""
+    """The deadline passed, or the run was cancelled (`cancelled`). BaseException so that
+    `except Exception` cannot swallow it; raised again and again until the code stops, so that
+    `except BaseException` cannot either."""
+
+    cancelled = False
 
 
 class AgentError(Exception):
@@ -699,6 +708,7 @@ class Deadline:
 
     def __init__(self, seconds):
         self.stop_at = _monotonic() + seconds
+        self.cancelled = False
         self.thread_id = threading.get_ident()
         self.lock = threading.Lock()
         self.active = True
@@ -715,9 +725,15 @@ class Deadline:
             raise Interrupted()
         return self.tracer
 
+    def stop_now(self):
+        """A cancel (from the kernel's reader thread): the deadline is now."""
+        self.cancelled = True
+        self.stop_at = _monotonic()
+
     def watch(self):
-        if self.done.wait(max(0.0, self.stop_at - _monotonic())):
-            return
+        while _monotonic() < self.stop_at:
+            if self.done.wait(min(WATCH_S, max(0.0, self.stop_at - _monotonic()))):
+                return
         while True:
             with self.lock:
                 if not self.active:
@@ -783,7 +799,9 @@ def run(code, deadline_s):
     compiled = compile_checked(tree)
     out = CappedOutput()
     scope = {"__builtins__": builtins.__dict__ if ungated else safe_builtins(), "__name__": "__agent__"}
+    global RUNNING
     deadline = Deadline(deadline_s)
+    RUNNING = deadline
     failure = None
     saved_stdout = sys.stdout
     try:
@@ -825,8 +843,11 @@ def run(code, deadline_s):
                 deadline.settle()
         deadline.finish()
         sys.stdout = saved_stdout
+        RUNNING = None
     if deadline.fired:
-        raise Interrupted()
+        interrupted = Interrupted()
+        interrupted.cancelled = deadline.cancelled
+        raise interrupted
     if failure is not None:
         raise AgentError(failure)
     return out.getvalue(), out.truncated

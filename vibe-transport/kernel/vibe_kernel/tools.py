@@ -916,10 +916,11 @@ def python_exec(k, params):
     except codeexec.GateViolation as v:
         raise Refusal("contract_violation", "security block: %s" % v, reason="security_block", field="code",
                       rule=v.rule, line=v.line)
-    except codeexec.Interrupted:
+    except codeexec.Interrupted as interrupted:
         rolled_back = restore()
-        raise Refusal("timeout", "python.exec ran past its deadline of %.2f s and was interrupted" % deadline_s,
-                      cancelled=True, rolled_back=rolled_back,
+        why = ("python.exec was cancelled and interrupted" if interrupted.cancelled else
+               "python.exec ran past its deadline of %.2f s and was interrupted" % deadline_s)
+        raise Refusal("timeout", why, cancelled=True, rolled_back=rolled_back,
                       partial_effects="none: rolled back" if rolled_back else "kept: they could not be taken back")
     except codeexec.AgentError as failure:
         rolled_back = restore()

@@ -118,6 +118,7 @@ class Kernel:
         # The session of the frame being run (each connection has its own; see state.py).
         self.state = Session(self.shared)
         self.cancelled = set()
+        self.running_call = None  # the id of the call being served (for a cancel)
         self.lock = threading.Lock()
         self.call_deadline_ms = self.state.time_per_tool_ms
         # A random id of this start: a restarted Blender on the same port is told apart.
@@ -275,7 +276,14 @@ class Kernel:
                                cancelled=True, partial_effects="none: the call never started")
             else:
                 self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
-                envelope = self.call(frame.get("tool"), frame.get("params", {}))
+                with self.lock:
+                    self.running_call = call_id
+                try:
+                    envelope = self.call(frame.get("tool"), frame.get("params", {}))
+                finally:
+                    with self.lock:
+                        self.running_call = None
+                        self.cancelled.discard(call_id)
             return {"type": "result", "id": call_id, "envelope": self.tell_events(envelope)}
         if kind == "configure":
             settings = frame.get("session", {})
@@ -349,8 +357,16 @@ class Kernel:
                 self.state.transactions_started = max(self.state.transactions_started, int(number))
 
     def cancel(self, call_id):
+        """Call `call_id` is not to run, or to stop: a queued call is answered without running,
+        running agent code is interrupted (and rolled back); other running work (a render, a
+        save) cannot be stopped from here, and the bridge's supervisor kills the kernel."""
+        from . import codeexec
+
         with self.lock:
             self.cancelled.add(call_id)
+            running = codeexec.RUNNING if self.running_call == call_id else None
+        if running is not None:
+            running.stop_now()
 
 
 def auth_error(message):
