@@ -258,6 +258,11 @@ impl AuditSink for FileSink {
         Ok(())
     }
 
+    fn sync(&mut self) -> io::Result<()> {
+        self.writer.flush()?;
+        self.writer.get_ref().sync_data()
+    }
+
     fn rotate_due(&self, next_len: usize) -> bool {
         self.options
             .rotate_bytes

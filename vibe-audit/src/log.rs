@@ -153,4 +153,11 @@ impl AuditLog {
         self.sink.flush()?;
         Ok(())
     }
+
+    /// Makes every record appended so far durable now (an fsync for files), whatever the
+    /// sink's durability option.
+    pub fn sync(&mut self) -> Result<(), AuditError> {
+        self.sink.sync()?;
+        Ok(())
+    }
 }

@@ -12,6 +12,12 @@ pub trait AuditSink: Send {
     /// Ends a batch: makes what was written as durable as the sink promises.
     fn flush(&mut self) -> io::Result<()>;
 
+    /// Makes what was written durable now, whatever the sink's usual promise (security records
+    /// before the answer that reports them). By default the same as `flush`.
+    fn sync(&mut self) -> io::Result<()> {
+        self.flush()
+    }
+
     /// Whether the sink wants to rotate before a line of `next_len` bytes.
     fn rotate_due(&self, _next_len: usize) -> bool {
         false

@@ -28,6 +28,7 @@ pub const MAX_BATCH: usize = 4096;
 enum Message {
     Record(Box<Event>),
     Flush(SyncSender<Result<(), String>>),
+    Durable(Box<Event>, SyncSender<Result<(), String>>),
 }
 
 /// Logs from any thread without blocking on I/O.
@@ -102,6 +103,32 @@ impl AuditWriter {
         }
     }
 
+    /// Writes `event` and makes it durable (an fsync for files) before it returns, whatever
+    /// the overflow mode and the sink's durability option: for security records, which must be
+    /// on disk before the answer that reports them. Waits for room in the queue even in
+    /// [`Overflow::Drop`] mode: a security record is never dropped.
+    pub fn record_durable(&self, event: Event) -> Result<(), AuditError> {
+        if let Some(error) = self
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Err(AuditError::WriterFailed(error));
+        }
+        let sender = self
+            .sender
+            .as_ref()
+            .ok_or_else(|| AuditError::WriterFailed("closed".into()))?;
+        let (done, wait) = sync_channel(1);
+        sender
+            .send(Message::Durable(Box::new(event), done))
+            .map_err(|_| AuditError::WriterFailed("the writer thread stopped".into()))?;
+        wait.recv()
+            .map_err(|_| AuditError::WriterFailed("the writer thread stopped".into()))?
+            .map_err(AuditError::WriterFailed)
+    }
+
     /// Waits until everything queued so far is written and flushed.
     pub fn flush(&self) -> Result<(), AuditError> {
         let sender = self
@@ -173,6 +200,18 @@ fn run(
                     if let Err(e) = log.append(&event) {
                         fail(e);
                     }
+                    written += 1;
+                }
+                Message::Durable(event, done) => {
+                    let result = log
+                        .append(&event)
+                        .map(|_| ())
+                        .and_then(|()| log.sync())
+                        .map_err(|e| e.to_string());
+                    if let Err(e) = &result {
+                        fail(AuditError::WriterFailed(e.clone()));
+                    }
+                    let _ = done.send(result);
                     written += 1;
                 }
                 Message::Flush(done) => {

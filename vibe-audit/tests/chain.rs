@@ -410,3 +410,62 @@ fn a_second_writer_is_refused_instead_of_forking_the_chain() {
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.records, 5);
 }
+
+/// A sink whose lines become durable only on `sync` (as a file's do only on fsync), slowly.
+struct Staged {
+    pending: Vec<u8>,
+    durable: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl AuditSink for Staged {
+    fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
+        std::thread::sleep(Duration::from_millis(2));
+        self.pending.extend_from_slice(line);
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(()) // handed on, not durable
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.durable.lock().unwrap().append(&mut self.pending);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_security_record_is_durable_before_it_returns_and_never_dropped() {
+    let durable = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = Staged {
+        pending: Vec::new(),
+        durable: std::sync::Arc::clone(&durable),
+    };
+    let writer = AuditWriter::spawn(
+        AuditLog::new(Box::new(sink), ChainHead::genesis(), Redactor::default()),
+        1,
+        Overflow::Drop,
+    );
+    let mut dropped = 0;
+    for i in 0..50 {
+        if let Err(AuditError::Dropped) =
+            writer.record(Event::call("s", i, "kernel.status", json!({})))
+        {
+            dropped += 1;
+        }
+    }
+    assert!(
+        dropped > 0,
+        "the queue of one must be full when the security record comes"
+    );
+    writer
+        .record_durable(Event::incident(
+            "s",
+            RecordKind::Security,
+            json!({"event": "security_block"}),
+        ))
+        .unwrap();
+    // Before anything else happens (no flush, the writer still running): it is durable.
+    let text = String::from_utf8(durable.lock().unwrap().clone()).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["kind"], "security");
+    assert_eq!(last["detail"]["event"], "security_block");
+}

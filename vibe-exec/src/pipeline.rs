@@ -449,6 +449,16 @@ impl Pipeline {
         let Some(error) = envelope.error() else {
             return;
         };
+        // A kernel the bridge replaced itself (kill-and-restore after a deadline, a cancel or a
+        // crash): the session goes on, and the swap is in the audit chain, told apart from a
+        // restart nobody asked for (`kernel_restarted`, a security record).
+        if error.details.get("kernel").and_then(Value::as_str) == Some("replaced") {
+            self.session.audit_incident(
+                RecordKind::Recovered,
+                serde_json::json!({"event": "kernel_replaced", "tool": call.tool, "message": error.message,
+                                   "restored": error.details.get("restored")}),
+            );
+        }
         match error.reason() {
             Some(Reason::SecurityBlock) => {
                 self.session.audit_incident(RecordKind::Security, serde_json::json!({"event": "security_block", "tool": call.tool, "message": error.message}));

@@ -326,7 +326,18 @@ impl Session {
         }
     }
 
+    /// An incident record. Security records are durable (on disk, synced) before this returns,
+    /// so before the answer that reports them, whatever the writer's overflow and durability
+    /// modes; the others are queued like every record.
     pub(crate) fn audit_incident(&self, kind: RecordKind, detail: serde_json::Value) {
-        self.audit(Event::incident(self.session_id(), kind, detail));
+        let event = Event::incident(self.session_id(), kind, detail);
+        match &self.audit {
+            Some(audit) if kind == RecordKind::Security => {
+                if let Err(error) = audit.record_durable(event) {
+                    tracing::warn!(%error, "security record not written");
+                }
+            }
+            _ => self.audit(event),
+        }
     }
 }

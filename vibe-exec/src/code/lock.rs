@@ -329,6 +329,11 @@ impl Stage for CodeLockAfter {
             )
             .with_detail("recovery", "ask_human")
         };
+        // The kernel that ran the code was retired by the bridge (a swap it made itself).
+        session.audit_incident(
+            RecordKind::Note,
+            json!({"event": "kernel_retired", "tool": call.tool, "after": "agent code"}),
+        );
         if !answer_ok {
             // A failed call has no effects: the state before it, exactly, from the bridge's copy.
             return boundary.settle(false).await.map_err(settle_failed);
