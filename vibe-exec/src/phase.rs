@@ -37,8 +37,11 @@ impl Phase {
 /// One call as it moves through the pipeline.
 #[derive(Debug)]
 pub struct CallContext {
-    /// The call id (also the transport id).
+    /// The call id: one for the whole call, whatever is repeated underneath (the audit, cancel
+    /// and history use it).
     pub id: u64,
+    /// The transport id of the call's latest send (the call id at first; a repeat gets a new one).
+    pub transport_id: u64,
     /// The tool.
     pub tool: String,
     /// The tool's registry entry, once the contract check found it.

@@ -385,6 +385,7 @@ impl Pipeline {
         let deadline = self.deadline_for(tool);
         let mut call = CallContext {
             id,
+            transport_id: id,
             tool: tool.to_owned(),
             spec: None,
             params,
@@ -478,7 +479,9 @@ impl Pipeline {
     /// kernel is asked to stop it.
     pub async fn cancel(&self, id: u64) {
         lock(&self.session.cancelled).insert(id);
-        let _ = self.session.transport.cancel(id).await;
+        // The call's latest send: a repeated call has another transport id than its call id.
+        let sent_as = lock(&self.session.sent_as).get(&id).copied().unwrap_or(id);
+        let _ = self.session.transport.cancel(sent_as).await;
     }
 
     /// Switches the session read-only (the API side of the kill switch).

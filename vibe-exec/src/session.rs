@@ -191,6 +191,9 @@ pub struct Session {
     pub(crate) created: Mutex<CreatedRegistry>,
     pub(crate) kernel_lock: KernelLock,
     pub(crate) cancelled: Mutex<HashSet<u64>>,
+    /// Each call in flight: its stable call id -> the transport id of its latest send (a
+    /// repeat after a dropped connection, or after re-discovery, gets a new one).
+    pub(crate) sent_as: Mutex<std::collections::HashMap<u64, u64>>,
     pub(crate) audit: Option<Arc<AuditWriter>>,
 }
 
@@ -231,6 +234,7 @@ impl Session {
             created: Mutex::new(CreatedRegistry::default()),
             kernel_lock,
             cancelled: Mutex::new(HashSet::new()),
+            sent_as: Mutex::new(std::collections::HashMap::new()),
             audit,
         }
     }

@@ -154,3 +154,52 @@ async fn a_kernel_the_bridge_replaced_is_a_recovery_in_the_chain() {
     );
     assert!(!records.iter().any(|r| r["kind"] == "security"));
 }
+
+/// One call, one id: an idempotent call repeated after a dropped connection (a new transport
+/// id underneath) is still recorded, answered and cancellable by the id it was called with.
+#[tokio::test]
+async fn the_audit_pairs_call_and_answer_after_a_repeat() {
+    let sink = vibe_audit::MemorySink::new();
+    let audit = Arc::new(AuditWriter::spawn(
+        AuditLog::new(
+            Box::new(sink.clone()),
+            ChainHead::genesis(),
+            Redactor::default(),
+        ),
+        64,
+        Overflow::Backpressure,
+    ));
+    let constraints = vibe_contract::Constraints {
+        time_per_tool_ms: 2_000,
+        ..Default::default()
+    };
+    let mock = MockBlender::new()
+        .with_faults(vibe_transport::FaultPlan::none().at(1, vibe_transport::Fault::Drop));
+    let (transport, builder) = builder(mock, Some(constraints), &[]);
+    let p = builder.audit(Arc::clone(&audit)).start().await.unwrap();
+    let id = p.next_call_id();
+    let set = p
+        .call_with_id(
+            id,
+            "object.set_transform",
+            json!({"name": "Cube", "location": [1, 1, 1]}),
+        )
+        .await;
+    assert!(set.is_ok(), "{set:?}");
+    assert_eq!(transport.count(), 2, "sent twice: dropped, then repeated");
+    audit.flush().unwrap();
+    let records: Vec<Value> = String::from_utf8(sink.bytes())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| -> Vec<u64> {
+        records
+            .iter()
+            .filter(|r| r["kind"] == kind && r["tool"] == "object.set_transform")
+            .map(|r| r["call_id"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(of("call"), [id]);
+    assert_eq!(of("answer"), [id], "{records:?}");
+}

@@ -21,15 +21,18 @@ pub struct ExecuteStage;
 
 async fn send(call: &mut CallContext, session: &Session) -> Result<Envelope, TransportError> {
     call.transport_calls += 1;
+    lock(&session.sent_as).insert(call.id, call.transport_id);
     let transport = &session.transport;
-    transport
+    let answer = transport
         .call(Call::new(
-            call.id,
+            call.transport_id,
             call.tool.clone(),
             call.params.clone(),
             call.deadline,
         ))
-        .await
+        .await;
+    lock(&session.sent_as).remove(&call.id);
+    answer
 }
 
 fn transport_failure(call: &CallContext, session: &Session, error: &TransportError) -> ErrorBody {
@@ -80,7 +83,7 @@ impl ExecuteStage {
         let mut repeated = false;
         if idempotent && answer.as_ref().is_err_and(TransportError::lost_in_flight) {
             // Safe to repeat: the tool declares that repeating converges.
-            call.id = session.transport.next_id();
+            call.transport_id = session.transport.next_id();
             answer = send(call, session).await;
             repeated = true;
         }
@@ -129,7 +132,7 @@ impl ExecuteStage {
                 .await
                 .map_err(|e| transport_failure(call, session, &e))?;
             if found.is_ok() {
-                call.id = session.transport.next_id();
+                call.transport_id = session.transport.next_id();
                 envelope = send(call, session)
                     .await
                     .map_err(|e| transport_failure(call, session, &e))?;
