@@ -79,7 +79,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.0.0 = blake3:9be2b71c69fa08669e1dfa55ea4a3039afc1b6a808c93a910b5eaf404e3f4ffb`
+//! `blender-core 1.1.0 = blake3:d78790851ae08d21a609776db11fc92e822de32c218fbadc540b664a119d70fd`
 //!
 //! ## Performance
 //!
@@ -117,7 +117,8 @@ pub use negotiate::{
 };
 pub use registry_error::RegistryError;
 pub use tool_registry::{
-    MAX_TOOLS, TimeClass, ToolHints, ToolRegistry, ToolRequirements, ToolSpec, TransactionRole,
+    BridgeCheck, MAX_TOOLS, TimeClass, ToolHints, ToolRegistry, ToolRequirements, ToolSpec,
+    TransactionRole,
 };
 pub use version::BlenderVersion;
 

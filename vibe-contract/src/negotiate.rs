@@ -203,6 +203,25 @@ impl Agreement {
         .with_detail("rule", "tool_not_agreed"))
     }
 
+    /// The agreed tool that reads one object by name (`hints.lookup`), for the bridge's own
+    /// lookups.
+    pub fn lookup_tool(&self) -> Option<&str> {
+        self.tools
+            .tools()
+            .iter()
+            .find(|t| t.hints.lookup)
+            .map(|t| t.name.as_str())
+    }
+
+    /// The agreed tool that lists objects (`hints.listing`).
+    pub fn listing_tool(&self) -> Option<&str> {
+        self.tools
+            .tools()
+            .iter()
+            .find(|t| t.hints.listing)
+            .map(|t| t.name.as_str())
+    }
+
     /// Whether a capability was granted.
     pub fn grants(&self, capability: &str) -> bool {
         self.contract.capabilities.granted.contains(capability)

@@ -29,6 +29,31 @@ pub struct ToolHints {
     /// `begin` state out of the kernel's reach and hands it to kernels that take over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<TransactionRole>,
+    /// The tool reads one object by its `name` (the bridge's lookups use it: re-discovery,
+    /// read-backs, plans, macro preconditions).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lookup: bool,
+    /// The tool lists the scene's objects, optionally of one `type` (the result verifier's
+    /// counts use it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub listing: bool,
+    /// The bridge's own checks of this tool's calls, beyond the schema.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<BridgeCheck>,
+}
+
+/// A check the bridge makes on a tool's calls, declared in the registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BridgeCheck {
+    /// The contract's sanity limits on `levels`, `count` and `segments`, before the call.
+    Sanity,
+    /// The polygon budget (`sanity.max_polygons`), planned from the object's size before the
+    /// call.
+    PolygonBudget,
+    /// After success, the object named in the answer is read back with the lookup tool and its
+    /// transform compared with the answer.
+    ReadBack,
 }
 
 /// A tool's part in a transaction.

@@ -10,7 +10,7 @@
 //! * A mutating macro is refused up front in read-only mode, so it never half-runs.
 
 use serde_json::{Map, Value, json};
-use vibe_contract::{Condition, MacroSpec, RollbackMode};
+use vibe_contract::{Condition, MacroSpec, RollbackMode, TransactionRole};
 use vibe_errors::{Envelope, ErrorBody, ErrorCode, Meta, Reason};
 
 use crate::pipeline::Pipeline;
@@ -84,8 +84,8 @@ impl Pipeline {
         let transactional = spec.rollback == Some(RollbackMode::Transaction);
         if transactional {
             let begin = self
-                .call(
-                    "transaction.begin",
+                .call_role(
+                    TransactionRole::Begin,
                     json!({"label": format!("macro {name}")}),
                 )
                 .await;
@@ -129,7 +129,7 @@ impl Pipeline {
             }
         }
         if transactional
-            && let Envelope::Err(error) = self.call("transaction.commit", json!({})).await
+            && let Envelope::Err(error) = self.call_role(TransactionRole::Commit, json!({})).await
         {
             return Err(Envelope::Err(
                 error.with_context(json!({"macro": name, "step": "commit"})),
@@ -159,7 +159,7 @@ impl Pipeline {
         context.insert("step".into(), json!(step));
         context.insert("tool".into(), json!(tool));
         if transactional {
-            let rollback = self.call("transaction.rollback", json!({})).await;
+            let rollback = self.call_role(TransactionRole::Rollback, json!({})).await;
             context.insert("rolled_back".into(), json!(rollback.is_ok()));
             if let Some(e) = rollback.error() {
                 context.insert("rollback_error".into(), json!(e.message));
@@ -177,8 +177,34 @@ impl Pipeline {
         )
     }
 
+    /// Calls the agreed tool with transaction role `role` (the registry's `hints.transaction`).
+    async fn call_role(&self, role: TransactionRole, params: Value) -> Envelope {
+        let tool = self
+            .session()
+            .agreement
+            .tools
+            .tools()
+            .iter()
+            .find(|t| t.transaction_role() == Some(role))
+            .map(|t| t.name.clone());
+        match tool {
+            Some(tool) => self.call(&tool, params).await,
+            None => Envelope::Err(
+                ErrorBody::new(
+                    ErrorCode::CapabilityMissing,
+                    format!("no tool with the transaction role {role:?} was agreed (capability transactions)"),
+                )
+                .with_detail("capability", "transactions"),
+            ),
+        }
+    }
+
     async fn holds(&self, condition: &Condition) -> bool {
-        let info = |name: &str| self.call("object.info", json!({"name": name}));
+        // Without an agreed lookup tool no condition can be seen to hold.
+        let Some(lookup) = self.session().agreement.lookup_tool().map(str::to_owned) else {
+            return false;
+        };
+        let info = |name: &str| self.call(&lookup, json!({"name": name}));
         match condition {
             Condition::ObjectExists(name) => info(name).await.is_ok(),
             Condition::ObjectAbsent(name) => info(name)

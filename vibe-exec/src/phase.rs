@@ -73,6 +73,33 @@ impl CallContext {
         self.spec().is_none_or(ToolSpec::mutates)
     }
 
+    /// Whether the tool runs agent code (the registry: it requires `code_exec`).
+    pub fn runs_code(&self) -> bool {
+        self.spec().is_some_and(|spec| {
+            spec.requires
+                .capabilities
+                .contains(vibe_contract::CAP_CODE_EXEC)
+        })
+    }
+
+    /// Whether the tool reads or writes a `.blend` (the registry: time class `file`), which
+    /// makes the kernel busy while it runs.
+    pub fn does_file_io(&self) -> bool {
+        self.spec()
+            .is_some_and(|spec| spec.time_class == vibe_contract::TimeClass::File)
+    }
+
+    /// Whether the registry asks the bridge for `check` on this tool's calls (`hints.checks`).
+    pub fn has_check(&self, check: vibe_contract::BridgeCheck) -> bool {
+        self.spec()
+            .is_some_and(|spec| spec.hints.checks.contains(&check))
+    }
+
+    /// The tool's part in a transaction (the registry's `hints.transaction`).
+    pub fn transaction_role(&self) -> Option<vibe_contract::TransactionRole> {
+        self.spec().and_then(ToolSpec::transaction_role)
+    }
+
     /// A string argument.
     pub fn str_param(&self, key: &str) -> Option<&str> {
         self.params.get(key).and_then(Value::as_str)

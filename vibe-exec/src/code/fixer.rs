@@ -118,6 +118,18 @@ impl FastRetry {
         history: Option<&ExecutionHistory>,
     ) -> Iteration {
         let started = Instant::now();
+        // The agreed tool that runs agent code (the registry says which: it requires code_exec).
+        let agreement = &pipeline.session().agreement;
+        let code_tool = agreement
+            .tools
+            .tools()
+            .iter()
+            .find(|t| {
+                t.requires
+                    .capabilities
+                    .contains(vibe_contract::CAP_CODE_EXEC)
+            })
+            .map(|t| t.name.clone());
         let mut summaries = Vec::new();
         let mut retries = 0;
         let mut output = output.to_owned();
@@ -126,7 +138,16 @@ impl FastRetry {
             let attempt = match extract_code(&output) {
                 Ok(extracted) => {
                     code = extracted;
-                    pipeline.call("python.exec", json!({"code": code})).await
+                    match &code_tool {
+                        Some(tool) => pipeline.call(tool, json!({"code": code})).await,
+                        None => Envelope::Err(
+                            ErrorBody::new(
+                                ErrorCode::CapabilityMissing,
+                                "no tool that runs agent code was agreed (capability code_exec)",
+                            )
+                            .with_detail("capability", vibe_contract::CAP_CODE_EXEC),
+                        ),
+                    }
                 }
                 Err(format) => Envelope::Err(
                     ErrorBody::new(ErrorCode::InvalidArguments, format.to_string())

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use vibe_audit::RecordKind;
-use vibe_contract::{CAP_CODE_EXEC, DataKind};
+use vibe_contract::DataKind;
 use vibe_errors::{Envelope, ErrorBody, ErrorCode, Reason};
 
 use crate::phase::{CallContext, Phase, Stage};
@@ -236,11 +236,6 @@ pub fn refusal(tool: &str, found: &[LockViolation]) -> ErrorBody {
     .with_detail("rolled_back", true)
 }
 
-fn runs_code(call: &CallContext) -> bool {
-    call.spec()
-        .is_some_and(|spec| spec.requires.capabilities.contains(CAP_CODE_EXEC))
-}
-
 /// Phase 3: the inventory before agent code runs, from a kernel that has run none since it
 /// started (boundary mode only).
 #[derive(Debug, Default)]
@@ -258,7 +253,7 @@ impl Stage for CodeLockBefore {
         let Some(boundary) = session.transport.code_boundary() else {
             return Ok(());
         };
-        if !runs_code(call) {
+        if !call.runs_code() {
             return Ok(());
         }
         call.transport_calls += 1;
@@ -296,7 +291,7 @@ impl Stage for CodeLockAfter {
         "code_lock"
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
-        if !runs_code(call) {
+        if !call.runs_code() {
             return Ok(());
         }
         let answer_ok = call.answer.as_ref().is_some_and(Envelope::is_ok);

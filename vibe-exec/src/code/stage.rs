@@ -24,7 +24,7 @@ impl Stage for CodeGateStage {
         "code_gate"
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
-        if call.tool != "python.exec" {
+        if !call.runs_code() {
             return Ok(());
         }
         let code = call.str_param("code").unwrap_or_default();

@@ -80,10 +80,14 @@ impl ResultVerifier {
     /// Checks every expectation (reads only).
     pub async fn verify(&self, pipeline: &Pipeline, expectations: &[Expectation]) -> Verification {
         let mut checks = Vec::with_capacity(expectations.len());
+        // The registry says which agreed tools read one object and list them.
+        let agreement = &pipeline.session().agreement;
+        let lookup = agreement.lookup_tool().unwrap_or_default().to_owned();
+        let listing = agreement.listing_tool().unwrap_or_default().to_owned();
         for expectation in expectations {
             let (passed, observed) = match expectation {
                 Expectation::ObjectExists { name } | Expectation::ObjectAbsent { name } => {
-                    let info = pipeline.call("object.info", json!({"name": name})).await;
+                    let info = pipeline.call(&lookup, json!({"name": name})).await;
                     let exists = info.is_ok();
                     (
                         exists == matches!(expectation, Expectation::ObjectExists { .. }),
@@ -95,7 +99,7 @@ impl ResultVerifier {
                     location,
                     tolerance,
                 } => {
-                    let info = pipeline.call("object.info", json!({"name": name})).await;
+                    let info = pipeline.call(&lookup, json!({"name": name})).await;
                     let found = info
                         .result()
                         .map(|r| r["location"].clone())
@@ -109,7 +113,7 @@ impl ResultVerifier {
                     (close, found)
                 }
                 Expectation::Type { name, object_type } => {
-                    let info = pipeline.call("object.info", json!({"name": name})).await;
+                    let info = pipeline.call(&lookup, json!({"name": name})).await;
                     let found = info
                         .result()
                         .map(|r| r["type"].clone())
@@ -117,7 +121,7 @@ impl ResultVerifier {
                     (found == json!(object_type), found)
                 }
                 Expectation::Material { name, material } => {
-                    let info = pipeline.call("object.info", json!({"name": name})).await;
+                    let info = pipeline.call(&lookup, json!({"name": name})).await;
                     let found = info
                         .result()
                         .map(|r| r["materials"].clone())
@@ -136,7 +140,7 @@ impl ResultVerifier {
                     let params = object_type
                         .as_ref()
                         .map_or(json!({}), |t| json!({"type": t}));
-                    let listed = pipeline.call("object.list", params).await;
+                    let listed = pipeline.call(&listing, params).await;
                     let count = listed
                         .result()
                         .and_then(|r| r["objects"].as_array().map(Vec::len))

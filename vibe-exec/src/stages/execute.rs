@@ -8,7 +8,6 @@ use vibe_contract::{EffectAction, TransactionRole};
 use vibe_errors::{Envelope, ErrorBody, ErrorCode, META_KEY, Reason};
 use vibe_transport::{Call, TransportError};
 
-use super::BUSY_TOOLS;
 use crate::phase::{CallContext, Phase, Stage};
 use crate::session::{MAX_REDISCOVERY, Session, lock};
 
@@ -116,13 +115,16 @@ impl ExecuteStage {
                     .with_detail("recovery", "ask_human")
                     .with_detail("object", name));
             }
+            let Some(lookup) = session.agreement.lookup_tool() else {
+                break;
+            };
             attempts += 1;
             // Re-discover by name: a target the session knows may be briefly unresolvable
             // (an undo step in progress, a reload); look it up, then try the call again.
             call.transport_calls += 1;
             let lookup = Call::new(
                 session.transport.next_id(),
-                "object.info",
+                lookup,
                 json!({"name": name}),
                 call.deadline,
             );
@@ -248,7 +250,7 @@ impl Stage for ExecuteStage {
         "execute"
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
-        let busy = BUSY_TOOLS.contains(&call.tool.as_str());
+        let busy = call.does_file_io();
         if busy {
             session.busy.fetch_add(1, Ordering::SeqCst);
         }

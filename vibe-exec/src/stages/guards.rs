@@ -9,7 +9,7 @@ use super::{PATH_ARGUMENTS, READ_PATH_ARGUMENTS};
 use crate::phase::{CallContext, Phase, Stage};
 use crate::sandbox::readable_file;
 use crate::session::{Session, lock};
-use vibe_contract::EffectAction;
+use vibe_contract::{EffectAction, TransactionRole};
 
 /// Refuses every call while the circuit breaker is open (after a deadline was missed).
 #[derive(Debug, Default)]
@@ -124,8 +124,8 @@ impl Stage for TransactionGuard {
         let me = session.session_id();
         let holder = session.kernel_lock.holder();
         let mine = holder.as_deref() == Some(me);
-        match call.tool.as_str() {
-            "transaction.begin" => match holder {
+        match call.transaction_role() {
+            Some(TransactionRole::Begin) => match holder {
                 Some(h) if h == me => Err(misuse(
                     "transaction_open",
                     "a transaction is already open; transactions do not nest".into(),
@@ -136,7 +136,7 @@ impl Stage for TransactionGuard {
                 )),
                 None => Ok(()),
             },
-            "transaction.commit" | "transaction.rollback" if !mine => match holder {
+            Some(TransactionRole::Commit | TransactionRole::Rollback) if !mine => match holder {
                 Some(h) => Err(misuse(
                     "transaction_of_another_session",
                     format!("the open transaction belongs to session {h}"),
@@ -215,7 +215,7 @@ impl Stage for SanityGuard {
         "sanity"
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
-        if call.tool != "modifier.add" {
+        if !call.has_check(vibe_contract::BridgeCheck::Sanity) {
             return Ok(());
         }
         let limits = &session.agreement.contract.constraints.sanity;
@@ -309,10 +309,13 @@ impl Stage for CodeGateGuard {
         "code_gate"
     }
     async fn run(&self, call: &mut CallContext, _session: &Session) -> Result<(), ErrorBody> {
-        if call.tool == "python.exec" {
+        if call.runs_code() {
             return Err(ErrorBody::new(
                 ErrorCode::ContractViolation,
-                "python.exec is refused: no code gate is installed in this pipeline",
+                format!(
+                    "{} is refused: no code gate is installed in this pipeline",
+                    call.tool
+                ),
             )
             .with_detail("rule", "no_code_gate"));
         }

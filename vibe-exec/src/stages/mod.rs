@@ -19,9 +19,6 @@ pub use storage::{MAX_SANDBOX_ENTRIES, SandboxListing, TempStorageAfter, TempSto
 pub use validate::{INLINE_VALIDATION_BYTES, MAX_ECHO_CHARS, SchemaStage, clip};
 pub use verify::ReadBack;
 
-/// The tools that make the kernel busy while they run (file I/O).
-pub const BUSY_TOOLS: [&str; 2] = ["file.save", "file.open"];
-
 /// The arguments that hold paths of files the agent writes, checked against the sandbox.
 pub const PATH_ARGUMENTS: [&str; 1] = ["path"];
 

@@ -44,17 +44,20 @@ impl Stage for PolygonBudget {
         "polygon_budget"
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
-        if call.tool != "modifier.add" {
+        if !call.has_check(vibe_contract::BridgeCheck::PolygonBudget) {
             return Ok(());
         }
-        let Some(name) = call.str_param("name").map(str::to_owned) else {
+        let (Some(name), Some(lookup)) = (
+            call.str_param("name").map(str::to_owned),
+            session.agreement.lookup_tool(),
+        ) else {
             return Ok(());
         };
         let transport = &session.transport;
         call.transport_calls += 1;
         let read = Call::new(
             transport.next_id(),
-            "object.info",
+            lookup,
             json!({"name": name}),
             call.deadline,
         );

@@ -38,11 +38,14 @@ impl Stage for ReadBack {
         "read_back"
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
-        if !matches!(call.tool.as_str(), "object.move" | "object.set_transform")
+        if !call.has_check(vibe_contract::BridgeCheck::ReadBack)
             || !call.answer.as_ref().is_some_and(|a| a.is_ok())
         {
             return Ok(());
         }
+        let Some(lookup) = session.agreement.lookup_tool() else {
+            return Ok(());
+        };
         let Some(name) = call
             .answer
             .as_ref()
@@ -56,7 +59,7 @@ impl Stage for ReadBack {
         call.transport_calls += 1;
         let read = Call::new(
             session.transport.next_id(),
-            "object.info",
+            lookup,
             json!({"name": name}),
             call.deadline,
         );

@@ -119,7 +119,7 @@ class KernelTest(KernelCalls, unittest.TestCase):
         def broken(k, params):
             raise RuntimeError("exploded in /home/ann/secret/file.py")
 
-        tools.TOOLS["object.info"] = (broken, False, "scene.read")
+        tools.TOOLS["object.info"] = (broken, False, frozenset({"scene.read"}))
         try:
             error = self.refused("object.info", "execution_failed", name="Cube")
         finally:

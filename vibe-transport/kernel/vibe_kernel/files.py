@@ -76,7 +76,7 @@ def file_save(k, params):
     return {"path": params["path"], "bytes": os.path.getsize(path)}
 
 
-@tool("render.still", True, "render")
+@tool("render.still", True, "render", "file.write")
 def render_still(k, params):
     relative = req_str(params, "path")
     width = opt_uint(params, "width") or 320

@@ -21,9 +21,11 @@ DEFAULT_MODIFIER_NAMES = {"SUBSURF": "Subdivision", "BEVEL": "Bevel", "ARRAY": "
 TOOLS = {}
 
 
-def tool(name, mutates, capability):
+def tool(name, mutates, *capabilities):
+    """Registers `fn` as tool `name`, which changes the scene when `mutates` and needs every one
+    of `capabilities` (the registry's `requires.capabilities`: a Rust test checks they agree)."""
     def register(fn):
-        TOOLS[name] = (fn, mutates, capability)
+        TOOLS[name] = (fn, mutates, frozenset(capabilities))
         return fn
     return register
 

@@ -185,15 +185,14 @@ class Kernel:
         entry = tools.TOOLS.get(name)
         if entry is None:
             return err("contract_violation", "unknown tool %r" % name, tool=name)
-        fn, mutates, capability = entry
+        fn, mutates, capabilities = entry
         if not isinstance(params, dict):
             return err("invalid_arguments", "params must be an object", field="params")
         if mutates:
             refusal = self.foreign_transaction_refusal(name)
             if refusal is not None:
                 return refusal
-        needed = {capability, "file.write"} if name == "render.still" else {capability}
-        missing = sorted(needed - self.state.capabilities)
+        missing = sorted(capabilities - self.state.capabilities)
         if missing:
             return err("capability_missing", "%s needs capability %r, which this session does not have"
                        % (name, missing[0]), capability=missing[0])
