@@ -31,8 +31,11 @@ class GateTest(unittest.TestCase):
         self.saved = wire.PRE_AUTH_S
         wire.PRE_AUTH_S = 0.5
 
-        threading.Thread(target=wire.accept_forever,
-                         args=(self.kernel, self.server, self.inbox, "secret", self.gate), daemon=True).start()
+        self.sockets = []
+        self.accepting = threading.Thread(target=wire.accept_forever,
+                                          args=(self.kernel, self.server, self.inbox, "secret", self.gate),
+                                          daemon=True)
+        self.accepting.start()
 
     def pump_until(self, ready, limit=10.0):
         """Runs queued frames on this (the main) thread, as the add-on's timer does, until
@@ -45,7 +48,15 @@ class GateTest(unittest.TestCase):
 
     def tearDown(self):
         wire.PRE_AUTH_S = self.saved
-        self.server.close()
+        wire.stop_listening(self.server)
+        for sock in self.sockets:
+            sock.close()
+        # No thread of the test may outlive it: the bpy 4.5 module hangs at exit while any
+        # thread is alive.
+        self.accepting.join(5)
+        deadline = time.monotonic() + 5
+        while any(t.name == "vibe-tcp" for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         tx = self.kernel.shared.transaction
         if tx is not None:
             os.remove(tx[1])
@@ -84,6 +95,7 @@ class GateTest(unittest.TestCase):
 
     def connect(self):
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        self.sockets.append(sock)
         reader = sock.makefile("rb")
         hello = json.loads(reader.readline())
         self.assertEqual(hello["type"], "hello")

@@ -70,7 +70,7 @@ def unregister():
             bpy.app.timers.unregister(tick)
         wire.remove_handlers(kernel)  # persistent: they would outlive the add-on
         try:
-            server.close()
+            wire.stop_listening(server)
         except OSError:
             pass
         _server = None

@@ -156,9 +156,6 @@ MAX_STDOUT_CHARS = 65536
 # so that catching it (`except BaseException:`, a bare `except:`) only delays it.
 REFIRE_S = 0.001
 
-# How often the watchdog looks at the deadline, which a cancel brings forward (`Deadline.stop_now`).
-WATCH_S = 0.05
-
 _monotonic = time.monotonic  # bound once: agent code may replace time.monotonic
 
 # The run in progress (at most one: the kernel serves one call at a time), for a cancel.
@@ -714,6 +711,7 @@ class Deadline:
         self.active = True
         self.fired = False
         self.done = threading.Event()
+        self.wake = threading.Event()  # set by a cancel and by the end of the run
         self.previous = None
         self.switch_interval = None
 
@@ -729,11 +727,15 @@ class Deadline:
         """A cancel (from the kernel's reader thread): the deadline is now."""
         self.cancelled = True
         self.stop_at = _monotonic()
+        self.wake.set()
 
     def watch(self):
-        while _monotonic() < self.stop_at:
-            if self.done.wait(min(WATCH_S, max(0.0, self.stop_at - _monotonic()))):
-                return
+        # One wait until the deadline, cut short by a cancel (`wake`) or the end of the run.
+        # (Not a polling loop: on Python 3.13 the watchdog's periodic wake-ups left the
+        # runaway code uninterruptible.)
+        self.wake.wait(max(0.0, self.stop_at - _monotonic()))
+        if self.done.is_set():
+            return
         while True:
             with self.lock:
                 if not self.active:
@@ -772,6 +774,7 @@ class Deadline:
     def finish(self):
         """After `settle`: nothing can interrupt any more; undo what `start` and `watch` set."""
         self.done.set()
+        self.wake.set()
         sys.settrace(self.previous)
         if self.switch_interval is not None:
             sys.setswitchinterval(self.switch_interval)

@@ -574,6 +574,16 @@ def accept_one(server, gate):
         return conn
 
 
+def stop_listening(server):
+    """Closes a listener so that its accept thread ends: a close alone does not wake a thread
+    blocked in accept() on Linux, and a thread left there hangs the bpy 4.5 module's exit."""
+    try:
+        server.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    server.close()
+
+
 def accept_forever(kernel, server, inbox, token, gate):
     """The accept loop (a thread): each connection gets its own channel and session."""
     while True:
@@ -595,7 +605,7 @@ def serve_tcp(kernel, host, port, token, once=False):
     while True:
         ended = drain(kernel, inbox)
         if once and ended is not None and ended.auth_ok:
-            server.close()
+            stop_listening(server)
             return
 
 
