@@ -36,19 +36,13 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use vibe::audit::{AuditLog, AuditWriter, FileOptions, Overflow, Redactor};
-use vibe::contract::{
-    Agreement, BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, blender_core_v1, negotiate,
-};
+use vibe::contract::{Agreement, AuditPolicy, CAP_CODE_EXEC};
 use vibe::errors::{Envelope, ErrorBody, ErrorCode};
-use vibe::exec::{Pipeline, ProjectRoot, Sandbox};
-use vibe::transport::jail::Jail;
-use vibe::transport::{
-    MockBlender, MockTransport, StdioOptions, StdioTransport, SupervisedKernel, TcpOptions,
-    TcpTransport, Transport, kernel_factory,
-};
+use vibe::exec::Pipeline;
+use vibe::{Target, connect};
 
 struct VibeServer {
-    pipeline: Pipeline,
+    pipeline: Arc<Pipeline>,
     agreement: Arc<Agreement>,
     tools: Vec<rmcp::model::Tool>,
 }
@@ -136,53 +130,23 @@ fn project_roots(args: &[String]) -> Vec<PathBuf> {
         .collect()
 }
 
-async fn transport(
-    args: &[String],
-    sandbox: &std::path::Path,
-) -> Result<Arc<dyn Transport>, Box<dyn std::error::Error>> {
+/// The Blender the flags name.
+fn target(args: &[String]) -> Result<Target, Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--mock") {
-        return Ok(Arc::new(MockTransport::new(MockBlender::new())));
+        return Ok(Target::mock());
     }
-    let headless = match (
-        arg_value(args, "--blender"),
-        arg_value(args, "--bpy-python"),
-    ) {
-        (Some(blender), _) => Some((PathBuf::from(blender), true)),
-        (None, Some(python)) => Some((PathBuf::from(python), false)),
-        (None, None) => None,
-    };
-    if let Some((program, is_blender)) = headless {
-        if args.iter().any(|a| a == "--no-jail") {
-            let options = if is_blender {
-                StdioOptions::blender(program)?
-            } else {
-                StdioOptions::bpy_python(program)?
-            };
-            return Ok(Arc::new(StdioTransport::spawn(options).await?));
-        }
-        let jail = project_roots(args)
-            .into_iter()
-            .fold(Jail::new(sandbox), |jail, root| jail.read_root(root));
-        let factory = kernel_factory(move || {
-            if is_blender {
-                StdioOptions::jailed_blender(&program, &jail)
-            } else {
-                StdioOptions::jailed_bpy_python(&program, &jail)
-            }
-        });
-        let mut kernel = SupervisedKernel::start(factory, blender_core_v1()?.tools).await?;
-        if args.iter().any(|a| a == "--allow-code") {
-            // Every agent code call retires its kernel: a warm spare spares the wait.
-            kernel = kernel.with_warm_spare().await;
-        }
-        return Ok(Arc::new(kernel));
+    if let Some(blender) = arg_value(args, "--blender") {
+        return Ok(Target::blender(blender));
+    }
+    if let Some(python) = arg_value(args, "--bpy-python") {
+        return Ok(Target::bpy_python(python));
     }
     if let Some(addr) = arg_value(args, "--tcp") {
-        let mut options = TcpOptions::new(addr.parse()?);
-        if let Some(file) = arg_value(args, "--token-file") {
-            options = options.with_token(std::fs::read_to_string(file)?.trim());
-        }
-        return Ok(Arc::new(TcpTransport::connect(options).await?));
+        let token = match arg_value(args, "--token-file") {
+            Some(file) => std::fs::read_to_string(file)?.trim().to_owned(),
+            None => String::new(),
+        };
+        return Ok(Target::tcp(addr.parse()?, token));
     }
     usage()
 }
@@ -197,7 +161,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(PathBuf::from)
         .unwrap_or_else(|| home.join("sandbox"));
     std::fs::create_dir_all(&sandbox_dir)?;
-    let transport = transport(&args, &sandbox_dir).await?;
     // One log per sandbox (one writer per log: a second server on the same sandbox is refused),
     // beside the sandbox and never inside it, where a jailed kernel could write.
     let audit_path = arg_value(&args, "--audit")
@@ -214,37 +177,44 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "the audit log must not be inside the sandbox, where agent code can write".into(),
         );
     }
+    // The host asks for the default audit policy, so the log's redaction is that policy's.
+    let log = AuditLog::open_file(
+        &audit_path,
+        FileOptions::default(),
+        Redactor::new(&AuditPolicy::default(), Some(sandbox_dir.clone())),
+    )?;
+    let audit = Arc::new(AuditWriter::spawn(log, 4096, Overflow::Backpressure));
 
-    let blender = transport.hello().blender.clone();
-    let mut capabilities: std::collections::BTreeSet<String> = [
+    let mut capabilities = vec![
         "scene.read",
         "scene.write",
         "transactions",
         "file.write",
         "file.read",
         "render",
-    ]
-    .map(String::from)
-    .into();
-    let mut policy = BridgePolicy::default();
+    ];
     if allow_code {
-        capabilities.insert(CAP_CODE_EXEC.into());
-        policy.capabilities.insert(CAP_CODE_EXEC.into());
+        capabilities.push(CAP_CODE_EXEC);
     }
-    let host = HostProfile {
-        name: "mcp".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        capabilities,
-        ..HostProfile::default()
-    };
-    let session = format!("mcp-{}", std::process::id());
-    let agreement = negotiate(
-        &HostProposal::new(session, host),
-        &policy,
-        &blender,
-        &blender_core_v1()?,
-    )
-    .map_err(|r| r.error.message)?;
+    let mut session = connect(target(&args)?)
+        .host("mcp")
+        .capabilities(capabilities)
+        .sandbox(&sandbox_dir)
+        .audit(Arc::clone(&audit));
+    for root in project_roots(&args) {
+        session = session.project_root(root);
+    }
+    if args.iter().any(|a| a == "--no-jail") {
+        session = session.unjailed();
+    }
+    let pipeline = Arc::new(session.start().await?);
+    let agreement = Arc::clone(&pipeline.session().agreement);
+    let blender = pipeline
+        .session()
+        .agreement
+        .contract
+        .blender_profile
+        .clone();
     if allow_code {
         match agreement
             .contract
@@ -278,33 +248,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .into_iter()
         .map(serde_json::from_value)
         .collect::<Result<Vec<rmcp::model::Tool>, _>>()?;
-    let log = AuditLog::open_file(
-        &audit_path,
-        FileOptions::default(),
-        Redactor::new(&agreement.contract.audit, Some(sandbox_dir.clone())),
-    )?;
-    let audit = Arc::new(AuditWriter::spawn(log, 4096, Overflow::Backpressure));
-    let shared = Arc::new(agreement.clone());
-    let mut builder = Pipeline::builder(agreement, Arc::clone(&transport))
-        .sandbox(Sandbox::new(&sandbox_dir)?)
-        .audit(Arc::clone(&audit));
-    if allow_code {
-        builder = builder.code_gate();
-    }
-    for root in project_roots(&args) {
-        builder = builder.project_root(ProjectRoot::new(&root)?);
-    }
-    let pipeline = builder.start().await?;
+    let shared = agreement;
 
     let server = VibeServer {
-        pipeline,
+        pipeline: Arc::clone(&pipeline),
         agreement: shared,
         tools,
     };
     let running = server.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
-    audit.flush()?;
-    let _ = transport.close().await;
+    let _ = pipeline.close().await; // stops a kernel it started, flushes the audit log
     eprintln!(
         "vibe mcp_server: session over; audit log {}",
         audit_path.display()

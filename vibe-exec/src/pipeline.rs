@@ -484,6 +484,16 @@ impl Pipeline {
         let _ = self.session.transport.cancel(sent_as).await;
     }
 
+    /// Ends the session: the kernel is closed (a kernel the bridge started is stopped) and the
+    /// audit log flushed. Calls after it fail.
+    pub async fn close(&self) -> Result<(), TransportError> {
+        let closed = self.session.transport.close().await;
+        if let Some(audit) = &self.session.audit {
+            let _ = audit.flush();
+        }
+        closed
+    }
+
     /// Switches the session read-only (the API side of the kill switch).
     pub fn set_read_only(&self, reason: &str) {
         self.session.set_read_only(reason);
