@@ -119,13 +119,34 @@ async fn a_render_gets_its_own_deadline_and_runaway_code_does_not() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs VIBE_LIVE"]
 async fn a_render_past_temporary_storage_fails_and_leaves_no_file() {
+    let ceiling_mib = 16;
     let small = Constraints {
-        temp_storage_mib: 1,
+        temp_storage_mib: ceiling_mib,
         ..Constraints::default()
     };
     let (p, transport, sandbox) = live_pipeline("temp storage", small).await;
-    // The sandbox already holds most of its 1 MiB: a small render fits under it once...
-    std::fs::write(sandbox.path().join("earlier.bin"), vec![1u8; 900 * 1024]).unwrap();
+    // The kernel's own folders count too (its private folder, the supervisor's checkpoints).
+    let kernel_bytes: u64 = transport
+        .storage_folders()
+        .iter()
+        .map(|folder| {
+            vibe_exec::stages::SandboxListing::of(folder)
+                .unwrap()
+                .bytes()
+        })
+        .sum();
+    println!("the kernel's folders hold {kernel_bytes} bytes");
+    assert!(
+        kernel_bytes > 0,
+        "a jailed, supervised kernel keeps a checkpoint"
+    );
+    // The sandbox fills what is left but 200 KiB: a small render fits under the ceiling once...
+    let filler = (ceiling_mib * 1024 * 1024).saturating_sub(kernel_bytes + 200 * 1024);
+    std::fs::write(
+        sandbox.path().join("earlier.bin"),
+        vec![1u8; filler as usize],
+    )
+    .unwrap();
     let first = p
         .call(
             "render.still",
@@ -145,6 +166,19 @@ async fn a_render_past_temporary_storage_fails_and_leaves_no_file() {
     assert_eq!(error.details["removed"], json!(["b.png"]), "{error:?}");
     assert!(!sandbox.path().join("b.png").exists());
     assert!(sandbox.path().join("a.png").exists() && sandbox.path().join("earlier.bin").exists());
+    // Full now (the kernel's folders included): the next call that writes is refused up front.
+    std::fs::write(sandbox.path().join("more.bin"), vec![1u8; 300 * 1024]).unwrap();
+    let third = p
+        .call(
+            "render.still",
+            json!({"path": "c.png", "width": 64, "height": 48, "samples": 1}),
+        )
+        .await;
+    assert_eq!(
+        third.error().expect("full").details["rule"],
+        "temp_storage_mib"
+    );
+    assert!(!sandbox.path().join("c.png").exists());
     transport.close().await.unwrap();
 }
 

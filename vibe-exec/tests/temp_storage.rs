@@ -23,6 +23,8 @@ struct Writing {
     inner: MockTransport,
     sandbox: PathBuf,
     bytes: usize,
+    /// The kernel's own folder (a jailed kernel's private folder, say).
+    kernel: tempfile::TempDir,
 }
 
 #[async_trait]
@@ -49,14 +51,28 @@ impl Transport for Writing {
     async fn close(&self) -> Result<(), TransportError> {
         self.inner.close().await
     }
+    fn storage_folders(&self) -> Vec<PathBuf> {
+        vec![self.kernel.path().to_path_buf()]
+    }
 }
 
 async fn pipeline(bytes: usize, temp_storage_mib: u64) -> (vibe_exec::Pipeline, tempfile::TempDir) {
+    let (p, sandbox, _kernel) = pipeline_with_kernel(bytes, temp_storage_mib).await;
+    (p, sandbox)
+}
+
+async fn pipeline_with_kernel(
+    bytes: usize,
+    temp_storage_mib: u64,
+) -> (vibe_exec::Pipeline, tempfile::TempDir, PathBuf) {
     let sandbox = tempfile::tempdir().unwrap();
+    let kernel = tempfile::tempdir().unwrap();
+    let kernel_path = kernel.path().to_path_buf();
     let transport = Arc::new(Writing {
         inner: MockTransport::new(MockBlender::new().with_files()),
         sandbox: sandbox.path().to_path_buf(),
         bytes,
+        kernel,
     });
     let constraints = vibe_contract::Constraints {
         temp_storage_mib,
@@ -74,7 +90,7 @@ async fn pipeline(bytes: usize, temp_storage_mib: u64) -> (vibe_exec::Pipeline, 
         .start()
         .await
         .unwrap();
-    (pipeline, sandbox)
+    (pipeline, sandbox, kernel_path)
 }
 
 #[tokio::test]
@@ -142,4 +158,19 @@ fn a_listing_tells_new_and_changed_files_from_old_ones() {
         after.written_since(&before),
         [dir.path().join("old"), dir.path().join("sub/new")]
     );
+}
+
+#[tokio::test]
+async fn the_kernels_own_folders_count_too() {
+    let (p, sandbox, kernel) = pipeline_with_kernel(1_000, 1).await;
+    // The sandbox is empty; the kernel's folder holds a snapshot of 1 MiB.
+    std::fs::write(kernel.join("snapshot.blend"), vec![0u8; MIB]).unwrap();
+    let saved = p.call("file.save", json!({"path": "scene.blend"})).await;
+    let error = saved
+        .error()
+        .expect("refused: the kernel's folder fills the ceiling");
+    assert_eq!(error.details["rule"], "temp_storage_mib");
+    assert!(!sandbox.path().join("scene.blend").exists());
+    // The kernel's files are the kernel's: never removed by the bridge.
+    assert!(kernel.join("snapshot.blend").exists());
 }

@@ -405,6 +405,14 @@ impl Transport for StdioTransport {
         }
     }
 
+    fn storage_folders(&self) -> Vec<std::path::PathBuf> {
+        #[cfg(feature = "jail")]
+        if let Some(private) = self.private_dir() {
+            return vec![private.to_path_buf()];
+        }
+        Vec::new()
+    }
+
     async fn cancel(&self, id: u64) -> Result<(), TransportError> {
         self.connection.cancel(id);
         Ok(())

@@ -718,6 +718,12 @@ impl Transport for SupervisedKernel {
     fn code_boundary(&self) -> Option<&dyn CodeBoundary> {
         self.boundary.then_some(self as &dyn CodeBoundary)
     }
+
+    fn storage_folders(&self) -> Vec<PathBuf> {
+        let mut folders = self.current().storage_folders();
+        folders.push(self.store.clone());
+        folders
+    }
 }
 
 #[async_trait]

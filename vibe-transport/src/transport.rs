@@ -79,6 +79,13 @@ pub trait Transport: Send + Sync {
         Vec::new()
     }
 
+    /// The folders on this machine where the kernel keeps files of the session besides the
+    /// sandbox (a jailed kernel's private folder with its snapshots, a supervisor's checkpoints):
+    /// the contract's temporary storage counts them. None for a kernel the bridge did not start.
+    fn storage_folders(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
+
     /// The boundary around agent code, when this transport has one (see [`CodeBoundary`]).
     /// Without one, the kernel's own in-kernel check is all there is: a filter.
     fn code_boundary(&self) -> Option<&dyn CodeBoundary> {

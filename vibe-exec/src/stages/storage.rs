@@ -1,10 +1,14 @@
 //! The contract's `temp_storage_mib`: what the session may keep in its sandbox.
 //!
 //! A check, not an OS bound (jailed kernels have the OS bounds of the jail; the bytes on a
-//! shared disk are counted here): before a call that may write files (a tool that requires
-//! `file.write` or runs agent code, from the registry), the sandbox is measured and a call that
-//! finds it at or past the ceiling is refused; after the call, a sandbox past the ceiling fails
-//! the call and every file the call made or grew is removed, so nothing half-written is left.
+//! shared disk are counted here). What counts: the sandbox and the kernel's own folders the
+//! transport names ([`Transport::storage_folders`](vibe_transport::Transport::storage_folders):
+//! a jailed kernel's private folder with its transaction snapshots, a supervisor's
+//! checkpoints). Before a call that may write files (a tool that requires `file.write` or runs
+//! agent code, from the registry), they are measured and a call that finds them at or past the
+//! ceiling is refused; after the call, a total past the ceiling fails the call and every file
+//! the call made or grew in the sandbox is removed, so nothing half-written is left (the
+//! kernel's folders are the kernel's to clean: a failed call's snapshot goes with it).
 //! The answer's `details.scene` says what became of the scene: `unchanged` (file tools),
 //! `rolled_back` (agent code over a transport with a code boundary: the code lock's stage,
 //! which runs after this one, restores the state before a failed call) or `kept` (agent code
@@ -80,6 +84,18 @@ impl SandboxListing {
     }
 }
 
+/// The bytes in the kernel's own folders (a folder that cannot be listed counts nothing: it is
+/// the kernel's, and the sandbox is still measured).
+fn kernel_bytes(session: &Session) -> u64 {
+    session
+        .transport
+        .storage_folders()
+        .iter()
+        .filter_map(|folder| SandboxListing::of(folder).ok())
+        .map(|listing| listing.bytes())
+        .sum()
+}
+
 fn writes_files(call: &CallContext) -> bool {
     call.spec().is_some_and(|spec| {
         let needs = &spec.requires.capabilities;
@@ -121,12 +137,12 @@ impl Stage for TempStorageBefore {
         let limit = ceiling(session);
         let listing = SandboxListing::of(sandbox.root())
             .map_err(|why| refusal(why, limit, 0).with_detail("entries", MAX_SANDBOX_ENTRIES))?;
-        let used = listing.bytes();
+        let used = listing.bytes() + kernel_bytes(session);
         if used >= limit.saturating_mul(MIB) {
             return Err(refusal(
                 format!(
-                    "the sandbox holds {:.1} MiB, at or past the session's temporary storage of {limit} MiB \
-                     (temp_storage_mib): {} may not write more; remove files or ask for more",
+                    "the sandbox and the kernel's folders hold {:.1} MiB, at or past the session's temporary \
+                     storage of {limit} MiB (temp_storage_mib): {} may not write more; remove files or ask for more",
                     used as f64 / MIB as f64,
                     call.tool
                 ),
@@ -159,7 +175,7 @@ impl Stage for TempStorageAfter {
         let Ok(after) = SandboxListing::of(sandbox.root()) else {
             return Ok(()); // measured before; a sandbox that grew past the entry cap is refused next time
         };
-        let used = after.bytes();
+        let used = after.bytes() + kernel_bytes(session);
         if used <= limit.saturating_mul(MIB) {
             return Ok(());
         }
