@@ -37,6 +37,10 @@ pub enum PipelineError {
     /// A stage was placed against the phase order, or named a stage that is not there.
     #[error("stage order: {0}")]
     StageOrder(String),
+    /// The agreement was changed after negotiation: its contract no longer matches its own
+    /// fingerprint, or its tools are not the agreed ones.
+    #[error("the agreement was changed after negotiation ({0}); negotiate again")]
+    AgreementAltered(String),
     /// The kernel's jail allows more memory than the agreement's `max_memory_mib`.
     #[error(
         "the kernel's memory ceiling of {kernel} MiB is above the agreed max_memory_mib of {agreed} MiB; \
@@ -234,6 +238,18 @@ impl PipelineBuilder {
             });
         }
         let contract = &self.agreement.contract;
+        // Only what negotiation produced runs: a contract edited afterwards (a constraint
+        // loosened, a capability added) or a tool registry swapped is refused.
+        if !contract.fingerprint_is_valid() {
+            return Err(PipelineError::AgreementAltered(
+                "the contract does not match its fingerprint".into(),
+            ));
+        }
+        if self.agreement.tools.fingerprint() != &contract.fingerprints.tools {
+            return Err(PipelineError::AgreementAltered(
+                "the tools are not the agreed tool set".into(),
+            ));
+        }
         // The OS holds the memory ceiling of a jailed kernel: it must be the agreed one or lower.
         let agreed = contract.constraints.max_memory_mib;
         if let Some(kernel) = self.transport.hello().blender.confinement.memory_mib

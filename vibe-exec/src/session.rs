@@ -174,8 +174,9 @@ impl CreatedRegistry {
 pub struct Session {
     /// The negotiated contract and its registries.
     pub agreement: Arc<Agreement>,
-    /// The way to Blender.
-    pub transport: Arc<dyn Transport>,
+    /// The way to Blender: crate-private, so that no path from a `Pipeline` or a `Session`
+    /// reaches Blender around the guards.
+    pub(crate) transport: Arc<dyn Transport>,
     /// The session's sandbox folder for file writes, if it has one.
     pub sandbox: Option<Sandbox>,
     /// The read-only project roots `file.open` may open files from.

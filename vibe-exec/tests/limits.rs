@@ -342,3 +342,33 @@ async fn a_kernel_jailed_above_the_agreed_memory_is_refused_at_start() {
         }
     }
 }
+
+/// Only what negotiation produced runs: an agreement whose limits were loosened afterwards, or
+/// whose tool set was swapped, is refused at start.
+#[tokio::test]
+async fn an_agreement_edited_after_negotiation_is_refused_at_start() {
+    let transport = std::sync::Arc::new(vibe_transport::MockTransport::new(MockBlender::new()));
+    let agreement = agreement_for(transport.hello(), "edited", None, &[]);
+    let mut loosened = agreement.clone();
+    loosened.contract.constraints.temp_storage_mib *= 100;
+    let mut swapped = agreement.clone();
+    swapped.tools = vibe_contract::blender_core_v1().unwrap().tools;
+    for edited in [loosened, swapped] {
+        let dyn_transport: std::sync::Arc<dyn Transport> = transport.clone();
+        let started = vibe_exec::Pipeline::builder(edited, dyn_transport)
+            .start()
+            .await;
+        assert!(
+            matches!(started, Err(vibe_exec::PipelineError::AgreementAltered(_))),
+            "{:?}",
+            started.err()
+        );
+    }
+    let dyn_transport: std::sync::Arc<dyn Transport> = transport;
+    assert!(
+        vibe_exec::Pipeline::builder(agreement, dyn_transport)
+            .start()
+            .await
+            .is_ok()
+    );
+}
