@@ -70,9 +70,8 @@ impl AuditWriter {
         }
     }
 
-    /// Queues an event. With [`Overflow::Drop`] a full queue answers [`AuditError::Dropped`]
-    /// (the drop is recorded); with backpressure the call waits for room.
-    pub fn record(&self, event: Event) -> Result<(), AuditError> {
+    /// The queue, unless the writer failed or was closed.
+    fn open_sender(&self) -> Result<&SyncSender<Message>, AuditError> {
         if let Some(error) = self
             .failed
             .lock()
@@ -81,10 +80,15 @@ impl AuditWriter {
         {
             return Err(AuditError::WriterFailed(error));
         }
-        let sender = self
-            .sender
+        self.sender
             .as_ref()
-            .ok_or_else(|| AuditError::WriterFailed("closed".into()))?;
+            .ok_or_else(|| AuditError::WriterFailed("closed".into()))
+    }
+
+    /// Queues an event. With [`Overflow::Drop`] a full queue answers [`AuditError::Dropped`]
+    /// (the drop is recorded); with backpressure the call waits for room.
+    pub fn record(&self, event: Event) -> Result<(), AuditError> {
+        let sender = self.open_sender()?;
         let message = Message::Record(Box::new(event));
         match self.overflow {
             Overflow::Backpressure => sender
@@ -108,18 +112,7 @@ impl AuditWriter {
     /// on disk before the answer that reports them. Waits for room in the queue even in
     /// [`Overflow::Drop`] mode: a security record is never dropped.
     pub fn record_durable(&self, event: Event) -> Result<(), AuditError> {
-        if let Some(error) = self
-            .failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
-            return Err(AuditError::WriterFailed(error));
-        }
-        let sender = self
-            .sender
-            .as_ref()
-            .ok_or_else(|| AuditError::WriterFailed("closed".into()))?;
+        let sender = self.open_sender()?;
         let (done, wait) = sync_channel(1);
         sender
             .send(Message::Durable(Box::new(event), done))

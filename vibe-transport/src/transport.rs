@@ -43,7 +43,8 @@ impl Call {
 ///   envelope could be had. It never waits past the call's deadline (plus scheduling jitter).
 /// * **Concurrency.** `call` takes `&self`: many calls may be in flight at once from many tasks.
 ///   Answers are matched by id, never by order. A transport may bound how many calls are in
-///   flight (TCP and stdio use the contract's `max_concurrent_calls`); calls over the bound
+///   flight (TCP and stdio: `HandshakeOptions::max_concurrent_calls`, 8 by default; the
+///   pipeline above holds the contract's own `max_concurrent_calls`); calls over the bound
 ///   wait in FIFO order, and the wait counts against their deadline.
 /// * **Cancel safety.** Dropping a `call` future abandons the wait: the transport sends a
 ///   best-effort cancel for that id, and the late answer, if any, is discarded. Whether the
