@@ -60,10 +60,33 @@ async def main(server, extra):
                 except jsonschema.SchemaError as e:
                     invalid_schemas.append((tool.name, str(e)))
             check("every inputSchema is valid JSON Schema", not invalid_schemas, invalid_schemas)
+            schemas = {tool.name: field(tool, "outputSchema") for tool in listed.tools}
+            missing = sorted(name for name, schema in schemas.items() if not schema)
+            check("every tool has an outputSchema", not missing, missing)
+            invalid_outputs = []
+            for name, schema in schemas.items():
+                try:
+                    jsonschema.Draft202012Validator.check_schema(schema or {})
+                except jsonschema.SchemaError as e:
+                    invalid_outputs.append((name, str(e)))
+            check("every outputSchema is valid JSON Schema", not invalid_outputs, invalid_outputs)
+
+            def conforms(name, result):
+                errors = sorted(e.message for e in jsonschema.Draft202012Validator(schemas[name]).iter_errors(envelope(result)))
+                check("%s answers by its outputSchema" % name, not errors, errors)
+
+            # One answer of every read tool, and of the writes below, checked by its schema.
+            for name, args in [("kernel_status", {}), ("scene_snapshot", {}), ("scene_telemetry", {}),
+                               ("blender_errors", {}), ("scene_list_collections", {}), ("object_list", {}),
+                               ("object_info", {"name": "Cube"}), ("scenegraph_find", {"name_glob": "Cu*"}),
+                               ("object_audit_identity", {"name": "Cube"}), ("material_list", {})]:
+                if name in schemas:
+                    conforms(name, await session.call_tool(name, args))
             delete = next(t for t in listed.tools if t.name == "object_delete")
             check("annotations come from the registry hints", field(delete.annotations, "destructiveHint") is True, delete.annotations)
 
             created = await session.call_tool("mesh_create_cube", {"name": "Box", "location": [1, 2, 3]})
+            conforms("mesh_create_cube", created)
             env = envelope(created)
             check("a successful call", not is_error(created) and env["ok"] and env["result"]["name"] == "Box", env)
 

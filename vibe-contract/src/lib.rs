@@ -79,7 +79,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.1.0 = blake3:d78790851ae08d21a609776db11fc92e822de32c218fbadc540b664a119d70fd`
+//! `blender-core 1.1.0 = blake3:01077dfe3e0799e48bcdea5bcd2636dbf898963f39450cebe00360006e536ac3`
 //!
 //! ## Performance
 //!

@@ -7,13 +7,33 @@ use crate::tool_registry::ToolSpec;
 
 impl ToolSpec {
     /// The tool as an MCP `tools/list` entry: name (dots as underscores), description,
-    /// inputSchema and annotations from the registry's hints.
+    /// inputSchema, outputSchema and annotations from the registry's hints.
+    ///
+    /// The outputSchema describes the `structuredContent` of every answer: the error model v1
+    /// envelope, whose `result` is the registry's `outputs` for this tool.
     pub fn to_mcp_tool(&self) -> Value {
         json!({
             "name": self.mcp_name(),
             "title": self.name,
             "description": self.summary,
             "inputSchema": self.inputs,
+            "outputSchema": {
+                "type": "object",
+                "required": ["ok"],
+                "properties": {
+                    "ok": {"type": "boolean"},
+                    "result": self.outputs,
+                    "error": {
+                        "type": "object",
+                        "required": ["code", "message", "details"],
+                        "properties": {
+                            "code": {"type": "string"},
+                            "message": {"type": "string"},
+                            "details": {"type": "object"},
+                        },
+                    },
+                },
+            },
             "annotations": {
                 "title": self.name,
                 "readOnlyHint": self.hints.read_only,

@@ -152,6 +152,48 @@ fn contains(actual: &Value, expected: &Value) -> bool {
     }
 }
 
+/// Whether an answer keeps the registry's promise for its tool: a result valid by the tool's
+/// `outputs` schema (its `_meta` aside), an error code among its `error_codes`. Every target's
+/// every answer of the scenarios is held to it.
+pub fn by_registry(tool: &str, envelope: &Envelope) -> Result<(), String> {
+    static REGISTRY: std::sync::OnceLock<Result<vibe_contract::Registries, String>> =
+        std::sync::OnceLock::new();
+    let registries = REGISTRY
+        .get_or_init(|| vibe_contract::blender_core_v1().map_err(|e| e.to_string()))
+        .as_ref()?;
+    let spec = registries
+        .tools
+        .get(tool)
+        .ok_or_else(|| format!("{tool} is not in the registry"))?;
+    match envelope {
+        Envelope::Ok(result) => {
+            let mut result = result.clone();
+            if let Some(map) = result.as_object_mut() {
+                map.remove("_meta");
+            }
+            let validator = jsonschema::validator_for(&spec.outputs)
+                .map_err(|e| format!("{tool}: its outputs schema does not compile: {e}"))?;
+            let errors: Vec<String> = validator
+                .iter_errors(&result)
+                .map(|e| format!("{} at {}", e, e.instance_path()))
+                .collect();
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{tool} answered outside its outputs schema: {}",
+                    errors.join("; ")
+                ))
+            }
+        }
+        Envelope::Err(error) if spec.error_codes.contains(&error.code) => Ok(()),
+        Envelope::Err(error) => Err(format!(
+            "{tool} answered {}, which is not among its error_codes {:?}",
+            error.code, spec.error_codes
+        )),
+    }
+}
+
 /// Checks one answer against its step's `expect`.
 pub fn check(step: &Step, envelope: &Envelope) -> Result<(), String> {
     let e = &step.expect;
@@ -212,6 +254,8 @@ pub async fn run(
             .await
             .map_err(|e| format!("{} step {i}: transport error: {e}", scenario.name))?;
         check(step, &envelope).map_err(|e| format!("{} step {i}: {e}", scenario.name))?;
+        by_registry(&step.call, &envelope)
+            .map_err(|e| format!("{} step {i}: {e}", scenario.name))?;
         steps.push(normalize(&envelope));
     }
     let snapshot = transport

@@ -69,3 +69,23 @@ async fn the_final_scene_differs_when_a_step_differs() {
         .unwrap();
     assert_ne!(original.scene, moved.scene);
 }
+
+#[test]
+fn answers_are_held_to_the_registry() {
+    use vibe_errors::{Envelope, ErrorBody, ErrorCode};
+    use vibe_transport::conformance::by_registry;
+    let good = Envelope::ok(serde_json::json!({"old_name": "Cube", "name": "Box"}));
+    assert_eq!(by_registry("object.rename", &good), Ok(()));
+    let wrong_type = Envelope::ok(serde_json::json!({"old_name": "Cube", "name": 7}));
+    assert!(by_registry("object.rename", &wrong_type).is_err());
+    let missing = Envelope::ok(serde_json::json!({"name": "Box"}));
+    assert!(by_registry("object.rename", &missing).is_err());
+    let undeclared = Envelope::Err(ErrorBody::new(ErrorCode::Timeout, "late"));
+    let declared = Envelope::Err(ErrorBody::new(ErrorCode::NotFound, "no such object"));
+    assert!(by_registry("object.rename", &declared).is_ok());
+    assert!(
+        by_registry("object.rename", &undeclared).is_err(),
+        "object.rename does not declare timeout"
+    );
+    assert!(by_registry("object.explode", &good).is_err());
+}
