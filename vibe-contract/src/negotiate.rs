@@ -203,23 +203,25 @@ impl Agreement {
         .with_detail("rule", "tool_not_agreed"))
     }
 
-    /// The agreed tool that reads one object by name (`hints.lookup`), for the bridge's own
-    /// lookups.
-    pub fn lookup_tool(&self) -> Option<&str> {
+    /// The name of the first agreed tool that `is` (the registry's order): how the bridge finds
+    /// a tool by what the registry says of it rather than by its name.
+    pub fn tool_where(&self, is: impl Fn(&ToolSpec) -> bool) -> Option<&str> {
         self.tools
             .tools()
             .iter()
-            .find(|t| t.hints.lookup)
+            .find(|t| is(t))
             .map(|t| t.name.as_str())
+    }
+
+    /// The agreed tool that reads one object by name (`hints.lookup`), for the bridge's own
+    /// lookups.
+    pub fn lookup_tool(&self) -> Option<&str> {
+        self.tool_where(|t| t.hints.lookup)
     }
 
     /// The agreed tool that lists objects (`hints.listing`).
     pub fn listing_tool(&self) -> Option<&str> {
-        self.tools
-            .tools()
-            .iter()
-            .find(|t| t.hints.listing)
-            .map(|t| t.name.as_str())
+        self.tool_where(|t| t.hints.listing)
     }
 
     /// Whether a capability was granted.

@@ -182,11 +182,8 @@ impl Pipeline {
         let tool = self
             .session()
             .agreement
-            .tools
-            .tools()
-            .iter()
-            .find(|t| t.transaction_role() == Some(role))
-            .map(|t| t.name.clone());
+            .tool_where(|t| t.transaction_role() == Some(role))
+            .map(str::to_owned);
         match tool {
             Some(tool) => self.call(&tool, params).await,
             None => Envelope::Err(

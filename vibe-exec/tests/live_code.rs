@@ -3,6 +3,8 @@
 //! or through `VIBE_JAIL_LAUNCHER`): runaway code is interrupted and the kernel keeps serving;
 //! the fast retry loop repairs real Blender errors; without a jail, code is not granted.
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -10,55 +12,16 @@ use serde_json::json;
 use vibe_contract::*;
 use vibe_exec::Pipeline;
 use vibe_exec::code::{CodeFixer, FastRetry, FixRequest};
-use vibe_transport::jail::Jail;
-use vibe_transport::{StdioOptions, StdioTransport, SupervisedKernel, Transport, kernel_factory};
+use vibe_transport::{StdioOptions, StdioTransport, SupervisedKernel, Transport};
 
 async fn live_pipeline(what: &str, time_per_tool_ms: u64) -> (Pipeline, Arc<SupervisedKernel>) {
-    assert!(
-        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
-        "{what}: live test run without VIBE_LIVE=1"
-    );
-    let python = std::env::var_os("VIBE_BPY_PYTHON")
-        .expect("VIBE_LIVE=1 but VIBE_BPY_PYTHON is not set: a missing Blender is a failure");
     let sandbox = std::env::temp_dir().join(format!("vibe-live-code-{}", std::process::id()));
-    let jail = Jail::new(&sandbox);
-    let factory = kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail));
-    let transport = Arc::new(
-        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
-            .await
-            .unwrap(),
-    );
-    let caps: std::collections::BTreeSet<String> =
-        ["scene.read", "scene.write", "transactions", "code_exec"]
-            .map(String::from)
-            .into();
-    let host = HostProfile {
-        name: "live".into(),
-        version: "1".into(),
-        capabilities: caps,
-        ..HostProfile::default()
-    };
-    let mut proposal = HostProposal::new("live-code", host);
-    proposal.constraints = Some(Constraints {
+    let constraints = Constraints {
         time_per_tool_ms,
         ..Constraints::default()
-    });
-    let mut policy = BridgePolicy::default();
-    policy.capabilities.insert(CAP_CODE_EXEC.into());
-    let agreement = negotiate(
-        &proposal,
-        &policy,
-        &transport.hello().blender,
-        &blender_core_v1().unwrap(),
-    )
-    .unwrap();
-    let dyn_transport: Arc<dyn Transport> = transport.clone();
-    let pipeline = Pipeline::builder(agreement, dyn_transport)
-        .code_gate()
-        .start()
-        .await
-        .unwrap();
-    (pipeline, transport)
+    };
+    let caps = ["scene.read", "scene.write", "transactions", "code_exec"];
+    support::live_jailed_pipeline(what, &sandbox, &caps, constraints, false).await
 }
 
 #[tokio::test]

@@ -4,64 +4,30 @@
 //! is still stopped; a render that leaves the sandbox past `temp_storage_mib` fails and leaves
 //! no file behind.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
 use vibe_contract::*;
-use vibe_exec::{Pipeline, Sandbox};
-use vibe_transport::jail::Jail;
-use vibe_transport::{StdioOptions, SupervisedKernel, Transport, kernel_factory};
+use vibe_exec::Pipeline;
+use vibe_transport::{SupervisedKernel, Transport};
 
 async fn live_pipeline(
     what: &str,
     constraints: Constraints,
 ) -> (Pipeline, Arc<SupervisedKernel>, tempfile::TempDir) {
-    assert!(
-        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
-        "{what}: live test run without VIBE_LIVE=1"
-    );
-    let python = std::env::var_os("VIBE_BPY_PYTHON")
-        .expect("VIBE_LIVE=1 but VIBE_BPY_PYTHON is not set: a missing Blender is a failure");
     let sandbox = tempfile::tempdir().unwrap();
-    let jail = Jail::new(sandbox.path());
-    let factory = kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail));
-    let transport = Arc::new(
-        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
-            .await
-            .unwrap(),
-    );
-    let wanted = [
+    let caps = [
         "scene.read",
         "scene.write",
         "render",
         "file.write",
         "code_exec",
     ];
-    let host = HostProfile {
-        name: "live-limits".into(),
-        version: "1".into(),
-        capabilities: wanted.map(String::from).into(),
-        ..HostProfile::default()
-    };
-    let mut proposal = HostProposal::new("live-limits", host);
-    proposal.constraints = Some(constraints);
-    let mut policy = BridgePolicy::default();
-    policy.capabilities.insert(CAP_CODE_EXEC.into());
-    let agreement = negotiate(
-        &proposal,
-        &policy,
-        &transport.hello().blender,
-        &blender_core_v1().unwrap(),
-    )
-    .unwrap();
-    let dyn_transport: Arc<dyn Transport> = transport.clone();
-    let pipeline = Pipeline::builder(agreement, dyn_transport)
-        .sandbox(Sandbox::new(sandbox.path()).unwrap())
-        .code_gate()
-        .start()
-        .await
-        .unwrap();
+    let (pipeline, transport) =
+        support::live_jailed_pipeline(what, sandbox.path(), &caps, constraints, true).await;
     (pipeline, transport, sandbox)
 }
 

@@ -119,17 +119,15 @@ impl FastRetry {
     ) -> Iteration {
         let started = Instant::now();
         // The agreed tool that runs agent code (the registry says which: it requires code_exec).
-        let agreement = &pipeline.session().agreement;
-        let code_tool = agreement
-            .tools
-            .tools()
-            .iter()
-            .find(|t| {
+        let code_tool = pipeline
+            .session()
+            .agreement
+            .tool_where(|t| {
                 t.requires
                     .capabilities
                     .contains(vibe_contract::CAP_CODE_EXEC)
             })
-            .map(|t| t.name.clone());
+            .map(str::to_owned);
         let mut summaries = Vec::new();
         let mut retries = 0;
         let mut output = output.to_owned();

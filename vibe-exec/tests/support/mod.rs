@@ -158,3 +158,54 @@ pub fn python_mock() -> MockBlender {
         }
     }))
 }
+
+/// A pipeline over a jailed, supervised bpy kernel (`VIBE_BPY_PYTHON`) whose jail writes only
+/// `sandbox`, asking for `capabilities` (code_exec is allowed by the bridge's policy) under
+/// `constraints`; with `sandbox_guard`, the pipeline's sandbox is that folder too. A live test
+/// run without `VIBE_LIVE=1` or a Blender fails, it never passes quietly.
+pub async fn live_jailed_pipeline(
+    what: &str,
+    sandbox: &std::path::Path,
+    capabilities: &[&str],
+    constraints: Constraints,
+    sandbox_guard: bool,
+) -> (Pipeline, Arc<vibe_transport::SupervisedKernel>) {
+    use vibe_transport::jail::Jail;
+    use vibe_transport::{StdioOptions, SupervisedKernel, kernel_factory};
+    assert!(
+        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
+        "{what}: live test run without VIBE_LIVE=1"
+    );
+    let python = std::env::var_os("VIBE_BPY_PYTHON")
+        .expect("VIBE_LIVE=1 but VIBE_BPY_PYTHON is not set: a missing Blender is a failure");
+    let jail = Jail::new(sandbox);
+    let factory = kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail));
+    let transport = Arc::new(
+        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
+            .await
+            .unwrap(),
+    );
+    let host = HostProfile {
+        name: "live".into(),
+        version: "1".into(),
+        capabilities: caps(capabilities),
+        ..HostProfile::default()
+    };
+    let mut proposal = HostProposal::new("live", host);
+    proposal.constraints = Some(constraints);
+    let mut policy = BridgePolicy::default();
+    policy.capabilities.insert(CAP_CODE_EXEC.into());
+    let agreement = negotiate(
+        &proposal,
+        &policy,
+        &transport.hello().blender,
+        &blender_core_v1().unwrap(),
+    )
+    .unwrap();
+    let dyn_transport: Arc<dyn Transport> = transport.clone();
+    let mut builder = Pipeline::builder(agreement, dyn_transport).code_gate();
+    if sandbox_guard {
+        builder = builder.sandbox(vibe_exec::Sandbox::new(sandbox).unwrap());
+    }
+    (builder.start().await.unwrap(), transport)
+}
