@@ -48,6 +48,13 @@ def register():
     def tick():
         # One persistent timer drains every pending request within a budget; never a timer per
         # command (those get lost).
+        if not inbox.empty():
+            # Edits since the last depsgraph update (another add-on's timer, say) fire its
+            # handler now, before any call reads the scene index (index.py).
+            try:
+                bpy.context.view_layer.update()
+            except Exception:  # noqa: BLE001 - no view layer to update (a file loading): nothing to see
+                pass
         wire.drain(kernel, inbox, deadline=time.monotonic() + wire.TICK_BUDGET_S)
         return 0.01
 

@@ -630,6 +630,59 @@ def check(tree):
     return checker
 
 
+# ---------------------------------------------------------------- code that only reads
+
+# Builtins that code proven read-only may call: positional arguments only (no `key=` or `file=`,
+# the two ways to hand a builtin a callable or a writable object), none of them calls back into
+# code the agent wrote (read-only code cannot define any) or writes to its arguments.
+READ_ONLY_CALLS = frozenset(["abs", "all", "any", "bool", "chr", "divmod", "enumerate", "float", "format",
+                             "frozenset", "hash", "int", "isinstance", "len", "list", "max", "min", "ord",
+                             "print", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum",
+                             "tuple", "zip"])
+# Node types code proven read-only may contain. Left out on purpose: function and class
+# definitions, lambdas, decorators and `with` (ways to run code of its own from inside Blender
+# or a builtin), augmented assignment (`v += d` writes through a Vector that wraps an object's
+# location), `match`, `await`, `yield`, and f-string format specs are expressions like any other.
+READ_ONLY_NODES = (ast.Module, ast.Expr, ast.Assign, ast.For, ast.While, ast.If, ast.Break, ast.Continue,
+                   ast.Pass, ast.Import, ast.ImportFrom, ast.alias, ast.Try, ast.ExceptHandler, ast.Raise,
+                   ast.Assert, ast.Delete, ast.Global, ast.Nonlocal, ast.Name, ast.Constant, ast.JoinedStr,
+                   ast.FormattedValue, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Attribute,
+                   ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
+                   ast.DictComp, ast.GeneratorExp, ast.comprehension, ast.Call, ast.Starred, ast.NamedExpr,
+                   ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
+
+
+def reads_only(tree):
+    """Whether the code provably changes nothing in Blender: it calls no function but the
+    builtins of READ_ONLY_CALLS (by their own names, which it never rebinds), stores only into
+    plain names, and contains no node outside READ_ONLY_NODES. Attribute reads stay allowed:
+    Blender's properties do not change the scene when read. Such code runs without a rollback
+    point and without the actuator lock's inventories (tools.python_exec): there is nothing to
+    take back. A filter of the same kind as the gate, conservative by construction: anything it
+    cannot tell is treated as code that may write."""
+    if confine.GATE_OFF:
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, READ_ONLY_NODES):
+            return False
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)) and not isinstance(node.ctx, ast.Load):
+            if isinstance(node, ast.Starred) and isinstance(node.value, ast.Name):
+                continue
+            return False
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id in READ_ONLY_CALLS:
+            return False
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and any(n in READ_ONLY_CALLS for n in node.names):
+            return False
+        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) in READ_ONLY_CALLS:
+            return False
+        if isinstance(node, ast.ExceptHandler) and node.name in READ_ONLY_CALLS:
+            return False
+        if isinstance(node, ast.Call):
+            if node.keywords or not (isinstance(node.func, ast.Name) and node.func.id in READ_ONLY_CALLS):
+                return False
+    return True
+
+
 def restricted_import(name, globals=None, locals=None, fromlist=(), level=0):
     parts = norm(name).split(".")
     if level or parts[0] not in IMPORT_ALLOWLIST or any(p.startswith("_") for p in parts):
@@ -791,11 +844,12 @@ def describe(exc):
         return "%s (its message could not be shown)" % type(exc).__name__
 
 
-def run(code, deadline_s):
-    """Checks and runs `code`; returns (stdout, truncated). Raises SyntaxError, GateViolation,
-    Interrupted (the deadline passed, even when the code caught the interrupt), or AgentError
-    (whatever the code raised, as text)."""
-    tree = parse(code)
+def run(code, deadline_s, tree=None):
+    """Checks and runs `code` (or its `tree`, parsed already); returns (stdout, truncated).
+    Raises SyntaxError, GateViolation, Interrupted (the deadline passed, even when the code
+    caught the interrupt), or AgentError (whatever the code raised, as text)."""
+    if tree is None:
+        tree = parse(code)
     # In a jail, tests switch the gate off to show the jail holds without it (see confine.py).
     ungated = confine.GATE_OFF
     suspends = True if ungated else check(tree).suspends

@@ -10,6 +10,7 @@ import bmesh
 import bpy
 
 from . import lock, snapshot
+from .index import SCENE_INDEX
 from .envelope import Refusal, escape_surrogates, invalid, not_found, redact_paths, sanitize
 from .lock import created_by_agent
 
@@ -19,13 +20,18 @@ MODIFIER_TYPES = ("SUBSURF", "BEVEL", "ARRAY", "MIRROR", "SOLIDIFY")
 DEFAULT_MODIFIER_NAMES = {"SUBSURF": "Subdivision", "BEVEL": "Bevel", "ARRAY": "Array",
                           "MIRROR": "Mirror", "SOLIDIFY": "Solidify"}
 TOOLS = {}
+STRUCTURAL = set()  # mutating tools after which the scene index is rebuilt
 
 
-def tool(name, mutates, *capabilities):
+def tool(name, mutates, *capabilities, keeps_structure=False):
     """Registers `fn` as tool `name`, which changes the scene when `mutates` and needs every one
-    of `capabilities` (the registry's `requires.capabilities`: a Rust test checks they agree)."""
+    of `capabilities` (the registry's `requires.capabilities`: a Rust test checks they agree).
+    `keeps_structure`: a mutating tool that never creates, deletes, renames or relinks objects
+    or collections, so the scene index (index.py) stays valid over it."""
     def register(fn):
         TOOLS[name] = (fn, mutates, frozenset(capabilities))
+        if mutates and not keeps_structure:
+            STRUCTURAL.add(name)
         return fn
     return register
 
@@ -175,7 +181,7 @@ def resolve(k, field, name):
     """The object called `name`, telling identity drift (renamed behind the session's back)
     from a name that never existed."""
     check_name(field, name)
-    obj = cached(k, name) or scene().objects.get(name)
+    obj = cached(k, name) or SCENE_INDEX.object_named(name)
     if obj is not None:
         k.state.identity[name] = obj
         k.state.seen[name] = lock.stable_id(obj)
@@ -201,10 +207,11 @@ def finite_or_none(value):
 def transform(obj, field, non_finite):
     """A transform vector of `obj`; components that are NaN or infinite (a person or agent code
     set them) are null, and the field is listed in `non_finite`."""
-    values = [finite_or_none(v) for v in getattr(obj, field)]
-    if None in values:
-        non_finite.append(field)
-    return values
+    values = getattr(obj, field)[:]
+    if all(map(math.isfinite, values)):
+        return list(values)
+    non_finite.append(field)
+    return [finite_or_none(v) for v in values]
 
 
 def modifier_json(m):
@@ -240,7 +247,7 @@ def object_json(obj):
         "rotation_euler": transform(obj, "rotation_euler", non_finite),
         "scale": transform(obj, "scale", non_finite),
         "parent": obj.parent.name if obj.parent else None,
-        "collections": sorted(c.name for c in obj.users_collection),
+        "collections": SCENE_INDEX.collections_of(obj),
         "materials": [s.material.name if s.material else None for s in obj.material_slots],
         "modifiers": [modifier_json(m) for m in obj.modifiers],
         "data": data_json(obj),
@@ -268,10 +275,7 @@ def principled_json(node):
 
 
 def collection_parent(coll):
-    for other in collections():
-        if coll.name in other.children:
-            return other.name
-    return None
+    return SCENE_INDEX.parent_of(coll.name)
 
 
 def collections_json():
@@ -395,7 +399,7 @@ def object_list(k, params):
         raise not_found("collection", "collection", coll)
     out = [{"name": o.name, "type": o.type} for o in scene_objects()
            if (kind is None or o.type == kind)
-           and (coll is None or coll in [c.name for c in o.users_collection])]
+           and (coll is None or coll in SCENE_INDEX.collections_of(o))]
     return {"objects": out}
 
 
@@ -419,7 +423,7 @@ def scenegraph_find(k, params):
             continue
         if kind is not None and o.type != kind:
             continue
-        if coll is not None and coll not in [c.name for c in o.users_collection]:
+        if coll is not None and coll not in SCENE_INDEX.collections_of(o):
             continue
         if mat is not None and mat not in [s.material.name for s in o.material_slots if s.material]:
             continue
@@ -568,7 +572,7 @@ def create_plane(k, params):
 
 # ---------------------------------------------------------------- edits
 
-@tool("object.move", True, "scene.write")
+@tool("object.move", True, "scene.write", keeps_structure=True)
 def object_move(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     location = opt_vec(params, "location", 3)
@@ -583,7 +587,7 @@ def object_move(k, params):
     return object_json(obj)
 
 
-@tool("object.set_transform", True, "scene.write")
+@tool("object.set_transform", True, "scene.write", keeps_structure=True)
 def set_transform(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     location = opt_vec(params, "location", 3)
@@ -666,7 +670,7 @@ def assign_collection(k, params):
     return object_json(obj)
 
 
-@tool("object.set_parent", True, "scene.write")
+@tool("object.set_parent", True, "scene.write", keeps_structure=True)
 def set_parent(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     if "parent" not in params or not (params["parent"] is None or isinstance(params["parent"], str)):
@@ -688,14 +692,14 @@ def set_parent(k, params):
     return object_json(obj)
 
 
-@tool("selection.set_active_object", True, "scene.write")
+@tool("selection.set_active_object", True, "scene.write", keeps_structure=True)
 def set_active(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     bpy.context.view_layer.objects.active = obj
     return {"active_object": obj.name}
 
 
-@tool("material.ensure_principled", True, "scene.write")
+@tool("material.ensure_principled", True, "scene.write", keeps_structure=True)
 def ensure_principled(k, params):
     name = req_str(params, "name")
     check_name("name", name)
@@ -740,7 +744,7 @@ def mesh_object(k, params):
     return obj
 
 
-@tool("mesh.assign_material", True, "scene.write")
+@tool("mesh.assign_material", True, "scene.write", keeps_structure=True)
 def assign_material(k, params):
     obj = mesh_object(k, params)
     mat_name = req_str(params, "material")
@@ -765,7 +769,7 @@ def sanity_refusal(field, value, limit):
                    reason="sanity_limit", field=field, limit=limit)
 
 
-@tool("modifier.add", True, "scene.write")
+@tool("modifier.add", True, "scene.write", keeps_structure=True)
 def modifier_add(k, params):
     obj = mesh_object(k, params)
     kind = req_str(params, "modifier_type")
@@ -815,7 +819,7 @@ def modifier_add(k, params):
     return object_json(obj)
 
 
-@tool("modifier.remove", True, "scene.write")
+@tool("modifier.remove", True, "scene.write", keeps_structure=True)
 def modifier_remove(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     name = req_str(params, "modifier_name")
@@ -834,7 +838,7 @@ def tx_misuse(rule, message, **details):
     return Refusal("contract_violation", message, rule=rule, **details)
 
 
-@tool("transaction.begin", True, "transactions")
+@tool("transaction.begin", True, "transactions", keeps_structure=True)
 def tx_begin(k, params):
     label = opt_str(params, "label")
     if k.state.transaction is not None:
@@ -860,7 +864,7 @@ def take_transaction(k, action):
     return tx, record
 
 
-@tool("transaction.commit", True, "transactions")
+@tool("transaction.commit", True, "transactions", keeps_structure=True)
 def tx_commit(k, params):
     (tx_id, kept), _ = take_transaction(k, "commit")
     snapshot.discard(kept)
@@ -888,7 +892,9 @@ def tx_rollback(k, params):
 def python_exec(k, params):
     """Agent code, gated again here, under a deadline, atomic: a failed or interrupted run, or
     one that broke the actuator lock (see lock.py), is rolled back to the state before it (a file
-    snapshot headless, the last undo step in the GUI; see snapshot.Guard), inside a transaction too."""
+    snapshot headless, the last undo step in the GUI; see snapshot.Guard), inside a transaction too.
+    Code that provably only reads (codeexec.reads_only) has nothing to take back: it runs
+    without the rollback point and the lock's inventories."""
     from . import codeexec
 
     code = req_str(params, "code")
@@ -896,8 +902,18 @@ def python_exec(k, params):
     if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, (int, float)) or not 0 < deadline_ms < 1e9:
         deadline_ms = 15000  # a frame's deadline_ms that is no sane number (NaN, infinite, negative)
     deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
-    # What a failed run returns to: a file snapshot headless, the last undo step in the GUI.
-    guard = snapshot.Guard(k)
+    try:
+        tree = codeexec.parse(code)
+        read_only = codeexec.reads_only(tree)
+        if read_only:
+            return read_only_run(k, tree, deadline_s)
+        # What a failed run returns to: a file snapshot headless, the last undo step in the GUI.
+        guard = snapshot.Guard(k)
+    except SyntaxError as e:
+        raise Refusal("invalid_arguments", "SyntaxError: %s (line %s)" % (e.msg, e.lineno), field="code",
+                      reason="syntax", line=e.lineno or 0, column=e.offset or 0)
+    except codeexec.GateViolation as v:
+        raise gate_refusal(v)
     before = lock.inventory(k)
     before_blocks = lock.blocks(k)
     record = lock.record_by_name(k.shared)
@@ -911,29 +927,16 @@ def python_exec(k, params):
     # Agent code may delete, rename or undo anything: start and end with an empty identity cache.
     k.state.identity.clear()
     try:
-        stdout, truncated = codeexec.run(code, deadline_s)
-    except SyntaxError as e:
-        raise Refusal("invalid_arguments", "SyntaxError: %s (line %s)" % (e.msg, e.lineno), field="code",
-                      reason="syntax", line=e.lineno or 0, column=e.offset or 0)
+        stdout, truncated = codeexec.run(code, deadline_s, tree)
     except codeexec.GateViolation as v:
-        raise Refusal("contract_violation", "security block: %s" % v, reason="security_block", field="code",
-                      rule=v.rule, line=v.line)
+        raise gate_refusal(v)
     except codeexec.Interrupted as interrupted:
-        rolled_back = restore()
-        why = ("python.exec was cancelled and interrupted" if interrupted.cancelled else
-               "python.exec ran past its deadline of %.2f s and was interrupted" % deadline_s)
-        raise Refusal("timeout", why, cancelled=True, rolled_back=rolled_back,
-                      partial_effects="none: rolled back" if rolled_back else "kept: they could not be taken back")
+        raise interrupted_refusal(interrupted, deadline_s, restore())
     except codeexec.AgentError as failure:
-        rolled_back = restore()
-        message = sanitize(failure.message)
-        k.state.log_console("python.exec", message)
-        raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
+        raise failed_refusal(k, failure.message, restore())
     except Exception as exc:  # noqa: BLE001 - the kernel's own failure around the run: still atomic
         rolled_back = restore()
-        message = sanitize("".join(traceback.format_exception_only(type(exc), exc)))
-        k.state.log_console("python.exec", message)
-        raise Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
+        raise failed_refusal(k, "".join(traceback.format_exception_only(type(exc), exc)), rolled_back)
     else:
         after = lock.inventory(k)
         after_blocks = lock.blocks(k)
@@ -964,7 +967,44 @@ def python_exec(k, params):
     finally:
         k.state.identity.clear()
         guard.close()
-    # What the code printed goes back to the agent and the bridge: escaped (an unpaired surrogate
-    # would halt the bridge's JSON parser; CappedOutput escapes them as they are written) and
-    # with absolute paths cut to their last component, as error messages are.
+    return exec_answer(stdout, truncated, made)
+
+
+def read_only_run(k, tree, deadline_s):
+    """python.exec of code that only reads: the same run and answers, nothing to take back."""
+    from . import codeexec
+
+    try:
+        stdout, truncated = codeexec.run(None, deadline_s, tree)
+    except codeexec.GateViolation as v:
+        raise gate_refusal(v)
+    except codeexec.Interrupted as interrupted:
+        raise interrupted_refusal(interrupted, deadline_s, True)
+    except codeexec.AgentError as failure:
+        raise failed_refusal(k, failure.message, True)
+    return exec_answer(stdout, truncated, [])
+
+
+def gate_refusal(violation):
+    return Refusal("contract_violation", "security block: %s" % violation, reason="security_block", field="code",
+                   rule=violation.rule, line=violation.line)
+
+
+def interrupted_refusal(interrupted, deadline_s, rolled_back):
+    why = ("python.exec was cancelled and interrupted" if interrupted.cancelled else
+           "python.exec ran past its deadline of %.2f s and was interrupted" % deadline_s)
+    return Refusal("timeout", why, cancelled=True, rolled_back=rolled_back,
+                   partial_effects="none: rolled back" if rolled_back else "kept: they could not be taken back")
+
+
+def failed_refusal(k, message, rolled_back):
+    message = sanitize(message)
+    k.state.log_console("python.exec", message)
+    return Refusal("execution_failed", message, reason="mutation_failed", rolled_back=rolled_back)
+
+
+def exec_answer(stdout, truncated, made):
+    """What the code printed goes back to the agent and the bridge: escaped (an unpaired
+    surrogate would halt the bridge's JSON parser; CappedOutput escapes them as they are
+    written) and with absolute paths cut to their last component, as error messages are."""
     return {"stdout": redact_paths(escape_surrogates(stdout)), "truncated": truncated, "created": made}

@@ -11,6 +11,7 @@ Three ways to run, one dispatcher:
 """
 
 import collections
+import contextlib
 import hmac
 import json
 import os
@@ -23,6 +24,8 @@ import time
 import bpy
 
 from . import confine, files, lock, snapshot, tools
+from . import index
+from .index import SCENE_INDEX
 from .envelope import Refusal, err, from_exception, json_safe, ok
 from .state import ORPHAN_GRACE_S, Session, Shared
 
@@ -151,6 +154,7 @@ class Kernel:
         finally:
             self.state.busy = 0
             self.shared.own_file_op = False
+            SCENE_INDEX.changed()
 
     def file_name(self):
         """The open file's name ("" for an unsaved one), as kernel.status reports it: read from
@@ -205,9 +209,11 @@ class Kernel:
             if human is not None:
                 return err("contract_violation", "the human is %s in Blender; %s waits until they are done (reads "
                            "still work)" % (human, name), reason="busy", human=human)
+        structural = SCENE_INDEX.structural() if name in tools.STRUCTURAL else contextlib.nullcontext()
         try:
-            # In the GUI every change is one undo step of its own (snapshot.run_as_step).
-            return ok(snapshot.run_as_step(self, name, fn, params) if gui else fn(self, params))
+            with structural:
+                # In the GUI every change is one undo step of its own (snapshot.run_as_step).
+                return ok(snapshot.run_as_step(self, name, fn, params) if gui else fn(self, params))
         except Refusal as refusal:
             return err(refusal.code, refusal.message, **refusal.details)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an envelope
@@ -653,7 +659,8 @@ def install_busy_handlers(kernel):
 
 
 def remove_handlers(kernel):
-    """Takes off the handlers `install_busy_handlers` put on."""
+    """Takes off the handlers `install_busy_handlers` and the scene index put on."""
+    index.uninstall()
     for name, fn in kernel.handlers:
         handlers = getattr(bpy.app.handlers, name, [])
         if fn in handlers:

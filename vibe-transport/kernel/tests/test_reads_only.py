@@ -1,0 +1,97 @@
+"""Code proven read-only (codeexec.reads_only) runs without a rollback point and without the
+actuator lock's inventories, so the proof must hold: every snippet of a corpus of ways to write
+through builtins, in-place operators, stores and rebinding is run through python.exec, and
+whenever the classifier calls it read-only, the scene's fingerprint (snapshot.fingerprint, an
+independent walk over the scene) must not move. The writers must also be told apart as writers.
+"""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bpy  # noqa: E402
+
+from vibe_kernel import codeexec, snapshot  # noqa: E402
+from vibe_kernel.wire import Kernel  # noqa: E402
+from kernel_case import KernelCalls  # noqa: E402
+
+CUBE = "bpy.data.objects['Cube']"
+# Code that reads: all of it must be classified read-only.
+READERS = [
+    "print(1)",
+    "import bpy\nprint(len(bpy.data.objects))",
+    "import bpy\nprint(sorted(o.name for o in bpy.data.objects))",
+    "import bpy\nv = %s.location\nprint(f'{v.x:.3f} {v!r}')" % CUBE,
+    "import bpy\nfor o in bpy.data.objects:\n    if o.type == 'MESH':\n        print(o.name, len(o.data.vertices))",
+    "import bpy\ntry:\n    print(bpy.data.objects['Nope'])\nexcept KeyError as e:\n    print('missing', e)",
+    "import bpy\nv = %s.location\nw = v + v\nprint(sum([v, v], v), w)" % CUBE,
+    "import bpy\nprint(isinstance(%s, bpy.types.Object), hash(%s), bool(bpy.data.objects))" % (CUBE, CUBE),
+    "import bpy\nprint(%s.children, %s.bound_box[0][:])" % (CUBE, CUBE),
+    "import bpy\nd = {o.name: o.location[:] for o in bpy.data.objects}\nprint(d)",
+    "import bpy\na, *rest = [o.name for o in bpy.data.objects]\nprint(a, rest)",
+    "import bpy\nprint(max(bpy.data.objects))",  # fails (no ordering): still nothing to take back
+]
+# Code that writes (or may): none of it may be classified read-only.
+WRITERS = [
+    "import bpy\n%s.location.x = 5" % CUBE,
+    "import bpy\nv = %s.location\nv += v" % CUBE,
+    "import bpy\nx = [%s.location]\nx[0] += x[0]" % CUBE,
+    "import bpy\nv = %s.location\nv[:] = (3, 3, 3)" % CUBE,
+    "import bpy\nprint('x', file=bpy.data.texts.new('T'))",
+    "import bpy\nsorted(list(bpy.data.objects), key=bpy.data.objects.remove)",
+    "import bpy\nlist(map(bpy.data.objects.remove, list(bpy.data.objects)))",
+    "import bpy\n[0 for %s.name in ['Renamed']]" % CUBE,
+    "import bpy\nfor bpy.context.scene.frame_current in range(3):\n    pass",
+    "import bpy\nprint = bpy.data.objects.remove\nprint(%s)" % CUBE,
+    "import bpy\nfrom bpy.data.objects import remove as print\nprint(%s)" % CUBE,
+    "import bpy\n(print := bpy.data.objects.remove)(%s)" % CUBE,
+    "import bpy\nx = bpy.data.objects.remove\nx(%s)" % CUBE,
+    "import bpy\n(lambda: bpy.data.objects.remove(%s))()" % CUBE,
+    "import bpy\ndel %s['prop']" % CUBE,
+    "import bpy\n%s.location.zero()" % CUBE,
+    "import bpy\nbpy.ops.object.delete()",
+    "import bpy\nclass A:\n    bpy.data.objects.remove(%s)" % CUBE,
+    "import bpy\ntry:\n    pass\nexcept Exception as print:\n    pass\nprint(%s)" % CUBE,
+    "import bpy\nv = %s.location\nv @= v" % CUBE,
+]
+
+
+class ReadsOnlyTest(KernelCalls, unittest.TestCase):
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+        self.k.state.features.add("code_exec")
+        self.k.state.configure({"session_id": "agent", "capabilities": ["scene.read", "scene.write", "code_exec"]})
+
+    def classified(self, code):
+        return codeexec.reads_only(codeexec.parse(code))
+
+    def test_readers_are_read_only_and_change_nothing(self):
+        for code in READERS:
+            with self.subTest(code=code):
+                self.assertTrue(self.classified(code))
+                before = snapshot.fingerprint()
+                self.call("python.exec", code=code)
+                self.assertEqual(snapshot.fingerprint(), before)
+
+    def test_writers_are_never_read_only(self):
+        for code in WRITERS:
+            with self.subTest(code=code):
+                self.assertFalse(self.classified(code))
+
+    def test_whatever_is_called_read_only_leaves_the_fingerprint(self):
+        # The independent check over the whole corpus: the classifier's verdict is never
+        # trusted where the fingerprint says otherwise.
+        for code in READERS + WRITERS:
+            bpy.ops.wm.read_factory_settings(use_empty=False)
+            if not self.classified(code):
+                continue
+            before = snapshot.fingerprint()
+            self.call("python.exec", code=code)
+            self.assertEqual(snapshot.fingerprint(), before, code)
+
+
+if __name__ == "__main__":
+    unittest.main()
