@@ -1,47 +1,164 @@
-//! Live bench (reported, not asserted): a real Blender (bpy 5.0.1, headless, stdio) driven over
-//! the wire, beside the kernel's own handlers called in-process on the same scenes
-//! (`vibe-transport/kernel/tests/bench_in_process.py`, printed at the start).
+//! Live bench (reported, not asserted): the live path against Blender itself, in one run on
+//! bpy 5.0.1 (headless, stdio, unjailed kernels with the operator's opt-in to agent code), on scenes of 1,000, 2,000 and 4,000 objects
+//! (the factory's 3 and empties).
 //!
 //! ```text
 //! VIBE_BPY_PYTHON=/path/to/venv/bin/python cargo bench --bench live_kernel
 //! ```
 //!
-//! * `live/object_info_1000_objects`: one `object.info` round trip on a 1000-object scene.
-//! * `live/object_info_pipelined_100`: 100 of them in flight at once.
-//! * `live/snapshot_2500_objects`: a `scene.snapshot` of a 2500-object scene (several hundred KB),
-//!   including the bridge's sealing.
-//! * `live/rollback_<n>_objects`: `transaction.begin` + `transaction.rollback` by scene size.
+//! Per scene size `N`, each tool is timed four ways (group `live/N`):
 //!
-//! Without `VIBE_BPY_PYTHON` it says it skipped and measures nothing.
+//! * `in_process/<tool>` and `in_process_json/<tool>`: the baseline, inside criterion: the
+//!   kernel's own handler called in a loop in a Blender of its own with the same scene
+//!   (`vibe-transport/kernel/tests/bench_in_process.py`, timed there and reported through
+//!   `iter_custom`), without and with encoding the answer as the wire's result frame;
+//! * `transport/<tool>`: one round trip through [`StdioTransport`];
+//! * `pipeline/<tool>`: through a [`Pipeline`] with an [`AuditWriter`] on a file (every stage,
+//!   the audit records), and `pipeline_no_audit/object.info` without the writer;
+//! * `.../object.info_batched`: 100 `object.info` calls as one batch
+//!   ([`Transport::call_batch`], [`Pipeline::call_batch`]), per call (throughput 100).
+//!
+//! The tools: `object.info` (of `E0500`), `object.move` (of the Cube), `scene.snapshot`, and
+//! `python.exec` of `print(1)` outside a transaction. After the criterion runs, a summary prints
+//! each ratio the speed targets name, from the medians of this run. Without `VIBE_BPY_PYTHON`
+//! it prints SKIPPED and measures nothing.
 
+#[path = "support/mod.rs"]
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use serde_json::json;
+use serde_json::{Value, json};
+use support::Figures;
+use vibe::audit::{AuditLog, AuditWriter, FileOptions, FileSink, Overflow, Redactor};
+use vibe::contract::{
+    BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, blender_core_v1, negotiate,
+};
+use vibe::exec::Pipeline;
 use vibe::transport::{Call, SessionConfig, StdioOptions, StdioTransport, Transport};
 
-fn call(
-    rt: &tokio::runtime::Runtime,
-    t: &StdioTransport,
-    tool: &str,
-    params: serde_json::Value,
-) -> vibe::errors::Envelope {
-    rt.block_on(t.call(Call::new(
-        t.next_id(),
-        tool,
-        params,
-        Duration::from_secs(120),
-    )))
-    .unwrap()
+const SIZES: [usize; 3] = [1000, 2000, 4000];
+const BATCH: usize = 100;
+const CAPABILITIES: [&str; 4] = ["scene.read", "scene.write", "transactions", "code_exec"];
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The tools timed, as (label, tool, params).
+fn tools() -> [(&'static str, &'static str, Value); 4] {
+    [
+        ("object.info", "object.info", json!({"name": "E0500"})),
+        (
+            "object.move",
+            "object.move",
+            json!({"name": "Cube", "delta": [1e-4, 0, 0]}),
+        ),
+        ("scene.snapshot", "scene.snapshot", json!({})),
+        ("python.exec", "python.exec", json!({"code": "print(1)"})),
+    ]
 }
 
-fn populate(rt: &tokio::runtime::Runtime, t: &StdioTransport, from: usize, to: usize) {
+/// The in-process baseline: a Blender of its own running the kernel's handlers in a loop.
+struct InProcess {
+    _child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl InProcess {
+    fn start(python: &std::ffi::OsStr) -> InProcess {
+        let mut child = Command::new(python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/vibe-transport/kernel/tests/bench_in_process.py"
+            ))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the in-process baseline starts");
+        let input = child.stdin.take().unwrap();
+        let output = BufReader::new(child.stdout.take().unwrap());
+        InProcess {
+            _child: child,
+            input,
+            output,
+        }
+    }
+
+    fn ask(&mut self, request: Value) -> Value {
+        writeln!(self.input, "{request}").unwrap();
+        self.input.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.output.read_line(&mut line).unwrap() > 0,
+                "baseline ended"
+            );
+            if let Some(answer) = line.strip_prefix("@@") {
+                return serde_json::from_str(answer).unwrap();
+            }
+        }
+    }
+
+    fn time(&mut self, tool: &str, params: &Value, iters: u64, with_json: bool) -> Duration {
+        let answer = self.ask(json!({"op": "time", "tool": tool, "params": params,
+                                     "iters": iters, "json": with_json}));
+        Duration::from_nanos(answer["ns"].as_u64().unwrap())
+    }
+}
+
+/// Grows a kernel's scene to `to` objects (the factory's 3 plus empties `E0000`...).
+async fn populate(call: impl AsyncFn(&str, Value) -> Result<(), String>, from: usize, to: usize) {
     let code = format!(
-        "import bpy\ncoll = bpy.data.collections['Collection']\nfor i in range({from}, {to}):\n    coll.objects.link(bpy.data.objects.new('E%04d' % i, None))\n"
+        "import bpy\ncoll = bpy.data.collections['Collection']\nfor i in range({}, {}):\n    coll.objects.link(bpy.data.objects.new('E%04d' % i, None))\n",
+        from.saturating_sub(3),
+        to - 3
     );
-    let answer = call(rt, t, "python.exec", json!({"code": code}));
-    assert!(answer.is_ok(), "{answer:?}");
+    if let Err(answer) = call("python.exec", json!({"code": code})).await {
+        panic!("populating the scene failed: {answer}");
+    }
+}
+
+async fn kernel(python: &std::ffi::OsStr) -> Arc<StdioTransport> {
+    Arc::new(
+        // Unjailed, so that every figure is Blender and the bridge, not the jail; agent code in
+        // an unjailed kernel needs the operator's opt-in.
+        StdioTransport::spawn(
+            StdioOptions::bpy_python(python)
+                .unwrap()
+                .env("VIBE_ALLOW_UNCONFINED_CODE", "1"),
+        )
+        .await
+        .unwrap(),
+    )
+}
+
+async fn pipeline(python: &std::ffi::OsStr, audit: Option<Arc<AuditWriter>>) -> Pipeline {
+    let transport: Arc<dyn Transport> = kernel(python).await;
+    let host = HostProfile {
+        name: "bench".into(),
+        version: "1".into(),
+        capabilities: CAPABILITIES.map(String::from).into(),
+        ..HostProfile::default()
+    };
+    let mut policy = BridgePolicy::default();
+    policy.capabilities.insert(CAP_CODE_EXEC.into());
+    let agreement = negotiate(
+        &HostProposal::new("bench", host),
+        &policy,
+        &transport.hello().blender,
+        &blender_core_v1().unwrap(),
+    )
+    .unwrap();
+    let mut builder = Pipeline::builder(agreement, transport).code_gate();
+    if let Some(audit) = audit {
+        builder = builder.audit(audit);
+    }
+    builder.start().await.unwrap()
 }
 
 fn live(c: &mut Criterion) {
@@ -49,92 +166,255 @@ fn live(c: &mut Criterion) {
         eprintln!("SKIPPED live_kernel bench: set VIBE_BPY_PYTHON to a Python with bpy 5.0.1");
         return;
     };
-    let baseline = std::process::Command::new(&python)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/vibe-transport/kernel/tests/bench_in_process.py"
-        ))
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .last()
-                .unwrap_or("")
-                .to_owned()
-        })
-        .unwrap_or_default();
-    eprintln!("in-process baseline (same kernel handlers, no wire): {baseline}");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let t = Arc::new(
-        rt.block_on(StdioTransport::spawn(
-            StdioOptions::bpy_python(&python).unwrap(),
-        ))
-        .unwrap(),
-    );
+    let mut baseline = InProcess::start(&python);
+    let transport = rt.block_on(kernel(&python));
     let session = SessionConfig {
         session_id: "bench".into(),
-        capabilities: ["scene.read", "scene.write", "transactions", "code_exec"]
-            .map(String::from)
-            .into(),
+        capabilities: CAPABILITIES.map(String::from).into(),
         sanity: Default::default(),
         sandbox: None,
         project_roots: Vec::new(),
         time_per_tool_ms: 120_000,
     };
-    rt.block_on(t.configure(&session)).unwrap();
-    let mut group = c.benchmark_group("live");
-    group
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(3))
-        .warm_up_time(Duration::from_millis(500));
-    let mut size = 0;
-    for target in [0usize, 500, 1500] {
-        populate(&rt, &t, size, target);
+    rt.block_on(transport.configure(&session)).unwrap();
+    let audit_dir = tempfile::tempdir().unwrap();
+    let (sink, head, _) =
+        FileSink::open(audit_dir.path().join("audit.jsonl"), FileOptions::default()).unwrap();
+    let audit = Arc::new(AuditWriter::spawn(
+        AuditLog::new(Box::new(sink), head, Redactor::default()),
+        4096,
+        Overflow::Backpressure,
+    ));
+    let audited = rt.block_on(pipeline(&python, Some(Arc::clone(&audit))));
+    let unaudited = rt.block_on(pipeline(&python, None));
+    let figures = Figures::default();
+    let transport_call = |tool: &str, params: Value| {
+        let t = Arc::clone(&transport);
+        let tool = tool.to_owned();
+        async move {
+            t.call(Call::new(t.next_id(), tool, params, DEADLINE))
+                .await
+                .is_ok_and(|answer| answer.is_ok())
+        }
+    };
+    let mut size = 3;
+    for target in SIZES {
+        baseline.ask(json!({"op": "populate", "to": target}));
+        rt.block_on(async {
+            populate(
+                async |tool, params| {
+                    let answer = transport
+                        .call(Call::new(transport.next_id(), tool, params, DEADLINE))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    answer.is_ok().then_some(()).ok_or(format!("{answer:?}"))
+                },
+                size,
+                target,
+            )
+            .await;
+            for p in [&audited, &unaudited] {
+                populate(
+                    async |tool, params| {
+                        let answer = p.call(tool, params).await;
+                        answer.is_ok().then_some(()).ok_or(format!("{answer:?}"))
+                    },
+                    size,
+                    target,
+                )
+                .await;
+            }
+        });
         size = target;
-        group.bench_function(format!("rollback_{}_objects", target + 3), |b| {
-            b.iter(|| {
-                assert!(call(&rt, &t, "transaction.begin", json!({})).is_ok());
-                assert!(call(&rt, &t, "transaction.rollback", json!({})).is_ok());
+        let mut group = c.benchmark_group(format!("live/{target}"));
+        group
+            .sample_size(20)
+            .measurement_time(Duration::from_secs(2))
+            .warm_up_time(Duration::from_millis(300));
+        for (label, tool, params) in tools() {
+            if tool == "scene.snapshot" {
+                group.sample_size(10);
+            }
+            for with_json in [false, true] {
+                let name = format!(
+                    "{}/{label}",
+                    if with_json {
+                        "in_process_json"
+                    } else {
+                        "in_process"
+                    }
+                );
+                group.bench_function(&name, |b| {
+                    b.iter_custom(|iters| {
+                        let took = baseline.time(tool, &params, iters, with_json);
+                        figures.record(&format!("{target}/{name}"), took, iters);
+                        took
+                    })
+                });
+            }
+            let name = format!("transport/{label}");
+            group.bench_function(&name, |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        assert!(rt.block_on(transport_call(tool, params.clone())));
+                    }
+                    let took = start.elapsed();
+                    figures.record(&format!("{target}/{name}"), took, iters);
+                    took
+                })
+            });
+            let name = format!("pipeline/{label}");
+            group.bench_function(&name, |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        assert!(rt.block_on(audited.call(tool, params.clone())).is_ok());
+                    }
+                    let took = start.elapsed();
+                    figures.record(&format!("{target}/{name}"), took, iters);
+                    took
+                })
+            });
+            group.sample_size(20);
+        }
+        let info = json!({"name": "E0500"});
+        let name = "pipeline_no_audit/object.info";
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    assert!(
+                        rt.block_on(unaudited.call("object.info", info.clone()))
+                            .is_ok()
+                    );
+                }
+                let took = start.elapsed();
+                figures.record(&format!("{target}/{name}"), took, iters);
+                took
             })
         });
-    }
-    populate(&rt, &t, size, 1000);
-    size = size.max(1000);
-    group.bench_function("object_info_1000_objects", |b| {
-        b.iter(|| call(&rt, &t, "object.info", json!({"name": "E0500"})))
-    });
-    group.throughput(Throughput::Elements(100));
-    group.bench_function("object_info_pipelined_100", |b| {
-        b.iter(|| {
-            rt.block_on(async {
-                let calls = (0..100).map(|i| {
-                    t.call(Call::new(
-                        t.next_id(),
-                        "object.info",
-                        json!({"name": format!("E{:04}", i * 7)}),
-                        Duration::from_secs(60),
-                    ))
-                });
-                for answer in futures::future::join_all(calls).await {
-                    assert!(answer.unwrap().is_ok());
+        group.throughput(Throughput::Elements(BATCH as u64));
+        let name = "transport/object.info_batched";
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let calls = (0..BATCH)
+                        .map(|_| {
+                            Call::new(transport.next_id(), "object.info", info.clone(), DEADLINE)
+                        })
+                        .collect();
+                    let answers = rt.block_on(transport.call_batch(calls));
+                    assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|e| e.is_ok())));
                 }
+                let took = start.elapsed();
+                figures.record(&format!("{target}/{name}"), took, iters * BATCH as u64);
+                took
             })
-        })
+        });
+        let name = "pipeline/object.info_batched";
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let calls = (0..BATCH)
+                        .map(|_| ("object.info".to_owned(), info.clone()))
+                        .collect();
+                    let answers = rt.block_on(audited.call_batch(calls));
+                    assert!(answers.iter().all(|a| a.is_ok()));
+                }
+                let took = start.elapsed();
+                figures.record(&format!("{target}/{name}"), took, iters * BATCH as u64);
+                took
+            })
+        });
+        group.finish();
+    }
+    summary(&figures);
+    rt.block_on(async {
+        let _ = audited.close().await;
+        let _ = unaudited.close().await;
+        let _ = transport.close().await;
     });
-    populate(&rt, &t, size, 2500);
-    let bytes = call(&rt, &t, "scene.snapshot", json!({}))
-        .to_json_string()
-        .len();
-    eprintln!("snapshot of 2503 objects: {bytes} bytes");
-    group.throughput(Throughput::Bytes(bytes as u64));
-    group.bench_function("snapshot_2500_objects", |b| {
-        b.iter(|| call(&rt, &t, "scene.snapshot", json!({})))
-    });
-    group.finish();
-    let _ = rt.block_on(t.close());
+}
+
+/// The ratios the speed targets name, from this run's medians.
+fn summary(figures: &Figures) {
+    let us = |name: &str| figures.median(name).map(|d| d.as_secs_f64() * 1e6);
+    let ratio = |what: &str, a: &str, b: &str, target: &str| match (us(a), us(b)) {
+        (Some(a_us), Some(b_us)) => eprintln!(
+            "{what}: {:.2}x ({a} {a_us:.1} us / {b} {b_us:.1} us; target {target})",
+            a_us / b_us
+        ),
+        _ => eprintln!("{what}: not measured"),
+    };
+    eprintln!("\n== live_kernel summary (medians of this run)");
+    for size in SIZES {
+        for label in [
+            "object.info",
+            "object.move",
+            "scene.snapshot",
+            "python.exec",
+        ] {
+            let cells: Vec<String> = ["in_process", "in_process_json", "transport", "pipeline"]
+                .iter()
+                .map(|way| match us(&format!("{size}/{way}/{label}")) {
+                    Some(v) => format!("{way} {v:.1} us"),
+                    None => format!("{way} -"),
+                })
+                .collect();
+            eprintln!("{size} {label}: {}", cells.join(", "));
+        }
+    }
+    ratio(
+        "object.info, 4k vs 1k objects (transport)",
+        "4000/transport/object.info",
+        "1000/transport/object.info",
+        "<= 1.2x",
+    );
+    ratio(
+        "scene.snapshot, 4k vs 2k objects (transport)",
+        "4000/transport/scene.snapshot",
+        "2000/transport/scene.snapshot",
+        "<= 2.3x",
+    );
+    for size in SIZES {
+        ratio(
+            &format!("{size}: object.info, transport vs in-process with JSON"),
+            &format!("{size}/transport/object.info"),
+            &format!("{size}/in_process_json/object.info"),
+            "<= 1.6x",
+        );
+        ratio(
+            &format!("{size}: object.info batched per call, transport vs in-process with JSON"),
+            &format!("{size}/transport/object.info_batched"),
+            &format!("{size}/in_process_json/object.info"),
+            "<= 1.15x",
+        );
+        ratio(
+            &format!("{size}: object.info, pipeline with audit vs transport"),
+            &format!("{size}/pipeline/object.info"),
+            &format!("{size}/transport/object.info"),
+            "<= 1.3x",
+        );
+        ratio(
+            &format!("{size}: object.info, pipeline with audit vs without"),
+            &format!("{size}/pipeline/object.info"),
+            &format!("{size}/pipeline_no_audit/object.info"),
+            "audit < 10% of the call: <= 1.10x",
+        );
+    }
+    if let Some(exec) = us("1000/transport/python.exec") {
+        eprintln!(
+            "1000: python.exec print(1) outside a transaction, transport: {:.2} ms (target < 3 ms)",
+            exec / 1000.0
+        );
+    }
 }
 
 criterion_group!(benches, live);

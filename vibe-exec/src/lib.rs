@@ -102,6 +102,7 @@
 //! ~3.2 us (~310k calls/s) vs ~1.7 us bare (ratio 1.9, target <= 3); `object.move`, which also
 //! passes the mutation guards, ~3.6 us (~276k calls/s) vs ~1.8 us bare (ratio 2.0).
 
+mod batch;
 pub mod code;
 pub mod macros;
 mod phase;

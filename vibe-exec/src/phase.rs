@@ -60,6 +60,8 @@ pub struct CallContext {
     pub scene_before: Option<Value>,
     /// The sandbox's files before a call that may write files (the temporary storage check).
     pub sandbox_before: Option<crate::stages::SandboxListing>,
+    /// The batch this call's send joins (`Pipeline::call_batch`); taken by the first send.
+    pub(crate) batch: Option<Arc<crate::batch::BatchWindow>>,
 }
 
 impl CallContext {

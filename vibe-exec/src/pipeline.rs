@@ -11,6 +11,7 @@ use vibe_contract::Agreement;
 use vibe_errors::{Envelope, ErrorBody, ErrorCode, Meta, Reason};
 use vibe_transport::{SessionConfig, Transport, TransportError};
 
+use crate::batch::BatchWindow;
 use crate::phase::{CallContext, Phase, Stage};
 use crate::sandbox::{ProjectRoot, Sandbox, overlaps};
 use crate::session::{KernelLock, Session, lock};
@@ -396,36 +397,123 @@ impl Pipeline {
 
     /// [`Pipeline::call`] with an id chosen beforehand, so that another task can cancel it.
     pub async fn call_with_id(&self, id: u64, tool: &str, params: Value) -> Envelope {
+        let deadline = self.deadline_for(tool);
+        match tokio::time::timeout(deadline, self.concurrency.acquire()).await {
+            Ok(Ok(_permit)) => self.run_call(id, tool, params, None).await,
+            _ => {
+                let session = &self.session;
+                session.audit(Event::call(session.session_id(), id, tool, params));
+                let envelope = Envelope::Err(
+                    ErrorBody::new(
+                        ErrorCode::Timeout,
+                        format!(
+                            "{tool} waited {deadline:?} for one of the session's {} call slots",
+                            session.agreement.contract.limits.max_concurrent_calls
+                        ),
+                    )
+                    .with_detail("cancelled", true)
+                    .with_detail("partial_effects", "none: the call never started"),
+                );
+                session.audit(Event::answer(session.session_id(), id, tool, &envelope));
+                envelope
+            }
+        }
+    }
+
+    /// Runs `calls` (tool, params) in their order and answers each, in the same order, as
+    /// [`Pipeline::call`] would one by one: every call goes through every stage and has its
+    /// own envelope and audit records. A run of consecutive read-only calls (the registry's
+    /// `hints.read_only`) takes one of the session's call slots and is sent as one
+    /// [`Transport::call_batch`](vibe_transport::Transport::call_batch) (one frame, one hop of
+    /// Blender's main thread on a stream transport); a call that may change the scene runs
+    /// alone, after the calls before it answered.
+    pub async fn call_batch(&self, calls: Vec<(String, Value)>) -> Vec<Envelope> {
+        let mut answers = Vec::with_capacity(calls.len());
+        let mut calls = calls.into_iter().peekable();
+        while let Some((tool, params)) = calls.next() {
+            if !self.reads_only(&tool) {
+                answers.push(self.call(&tool, params).await);
+                continue;
+            }
+            let mut run = vec![(tool, params)];
+            while let Some((next, _)) = calls.peek() {
+                if !self.reads_only(next) {
+                    break;
+                }
+                run.extend(calls.next());
+            }
+            answers.extend(self.read_run(run).await);
+        }
+        answers
+    }
+
+    fn reads_only(&self, tool: &str) -> bool {
+        self.session
+            .agreement
+            .tools
+            .get(tool)
+            .is_some_and(|spec| spec.hints.read_only)
+    }
+
+    async fn read_run(&self, run: Vec<(String, Value)>) -> Vec<Envelope> {
+        if run.len() == 1 {
+            let (tool, params) = run.into_iter().next().unwrap_or_default();
+            return vec![self.call(&tool, params).await];
+        }
+        let deadline = run
+            .iter()
+            .map(|(tool, _)| self.deadline_for(tool))
+            .max()
+            .unwrap_or_default();
+        let _permit = match tokio::time::timeout(deadline, self.concurrency.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            // No slot in time: each call waits for one of its own and answers as it would alone.
+            _ => {
+                let mut answers = Vec::with_capacity(run.len());
+                for (tool, params) in run {
+                    answers.push(self.call(&tool, params).await);
+                }
+                return answers;
+            }
+        };
+        let window = Arc::new(BatchWindow::new(run.len()));
+        let calls = run.into_iter().map(|(tool, params)| {
+            let id = self.next_call_id();
+            let window = Arc::clone(&window);
+            async move { self.run_call(id, &tool, params, Some(window)).await }
+        });
+        futures::future::join_all(calls).await
+    }
+
+    /// One call through every stage, its slot held by the caller; audited as it starts and ends.
+    async fn run_call(
+        &self,
+        id: u64,
+        tool: &str,
+        params: Value,
+        batch: Option<Arc<BatchWindow>>,
+    ) -> Envelope {
         let session = &self.session;
         session.audit(Event::call(session.session_id(), id, tool, params.clone()));
-        let deadline = self.deadline_for(tool);
         let mut call = CallContext {
             id,
             transport_id: id,
             tool: tool.to_owned(),
             spec: None,
             params,
-            deadline,
+            deadline: self.deadline_for(tool),
             answer: None,
             meta: Meta::default(),
             transport_calls: 0,
             scene_before: None,
             sandbox_before: None,
+            batch,
         };
-        let envelope = match tokio::time::timeout(deadline, self.concurrency.acquire()).await {
-            Ok(Ok(_permit)) => self.run_stages(&mut call).await,
-            _ => Envelope::Err(
-                ErrorBody::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "{tool} waited {deadline:?} for one of the session's {} call slots",
-                        session.agreement.contract.limits.max_concurrent_calls
-                    ),
-                )
-                .with_detail("cancelled", true)
-                .with_detail("partial_effects", "none: the call never started"),
-            ),
-        };
+        let envelope = self.run_stages(&mut call).await;
+        if let Some(window) = call.batch.take() {
+            // Refused before its send: the rest of the batch need not wait for it.
+            window.leave(session).await;
+        }
         self.after(&call, &envelope);
         session.audit(Event::answer(
             session.session_id(),

@@ -35,6 +35,23 @@ pub struct Hello {
     /// A random id of this kernel's start: a different instance behind the same address is a
     /// restarted Blender, whose scene and session are gone (older kernels send none).
     pub instance: Option<String>,
+    /// The most calls one `batch` frame may carry; `None`: the kernel takes no batches (an older
+    /// kernel), and a batch goes as pipelined calls.
+    #[serde(default)]
+    pub max_batch_calls: Option<u32>,
+}
+
+/// One call inside a `batch` frame.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchedCall {
+    /// Request id, unique among calls in flight.
+    pub id: u64,
+    /// Registry tool name.
+    pub tool: String,
+    /// Arguments (a JSON object).
+    pub params: Value,
+    /// Milliseconds the kernel has, from receipt of the batch.
+    pub deadline_ms: u64,
 }
 
 /// Per-session settings the bridge sends after the handshake (`configure`).
@@ -102,6 +119,12 @@ pub enum Frame {
         params: Value,
         /// Milliseconds the kernel has, from receipt.
         deadline_ms: u64,
+    },
+    /// Bridge -> kernel: several calls, run in order on Blender's main thread in one hop; each
+    /// is answered by a `result` of its own, written together.
+    Batch {
+        /// The calls, in the order they run.
+        calls: Vec<BatchedCall>,
     },
     /// Bridge -> kernel: save the whole scene as a `.blend` at `path` (the last good state a
     /// replacement kernel is restored from); answered by a `result` with the same id.
@@ -172,6 +195,8 @@ struct WireFrame {
     auth_required: Option<bool>,
     max_frame_bytes: Option<u64>,
     instance: Option<String>,
+    max_batch_calls: Option<u32>,
+    calls: Option<Vec<BatchedCall>>,
 }
 
 /// A line that is not a valid frame.
@@ -220,6 +245,7 @@ impl Frame {
                 auth_required: need(wire.auth_required, kind, "auth_required")?,
                 max_frame_bytes: need(wire.max_frame_bytes, kind, "max_frame_bytes")?,
                 instance: wire.instance,
+                max_batch_calls: wire.max_batch_calls,
             })),
             "auth" => Frame::Auth {
                 token: need(wire.token, kind, "token")?,
@@ -244,6 +270,15 @@ impl Frame {
                     params,
                     deadline_ms: need(wire.deadline_ms, kind, "deadline_ms")?,
                 }
+            }
+            "batch" => {
+                let calls = need(wire.calls, kind, "calls")?;
+                if calls.iter().any(|c| !c.params.is_object()) {
+                    return Err(FrameError::Invalid(
+                        "`batch` call params must be objects".into(),
+                    ));
+                }
+                Frame::Batch { calls }
             }
             "cancel" => Frame::Cancel {
                 id: need(wire.id, kind, "id")?,
@@ -280,6 +315,7 @@ impl Frame {
             Frame::AuthOk => "auth_ok",
             Frame::Configure { .. } => "configure",
             Frame::Call { .. } => "call",
+            Frame::Batch { .. } => "batch",
             Frame::Cancel { .. } => "cancel",
             Frame::Inventory { .. } => "inventory",
             Frame::Checkpoint { .. } => "checkpoint",
@@ -305,6 +341,7 @@ impl Frame {
                 wire.auth_required = Some(hello.auth_required);
                 wire.max_frame_bytes = Some(hello.max_frame_bytes);
                 wire.instance = hello.instance.as_deref();
+                wire.max_batch_calls = hello.max_batch_calls;
             }
             Frame::Auth { token } => wire.token = Some(token),
             Frame::AuthOk | Frame::Bye => {}
@@ -323,6 +360,7 @@ impl Frame {
                 wire.params = Some(params);
                 wire.deadline_ms = Some(*deadline_ms);
             }
+            Frame::Batch { calls } => wire.calls = Some(calls),
             Frame::Cancel { id } | Frame::Inventory { id } => wire.id = Some(*id),
             Frame::Checkpoint { id, path } => {
                 wire.id = Some(*id);
@@ -389,6 +427,10 @@ struct WireOut<'a> {
     max_frame_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instance: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_batch_calls: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calls: Option<&'a [BatchedCall]>,
 }
 
 #[cfg(test)]
@@ -410,6 +452,34 @@ mod tests {
             "{\"type\":\"call\",\"id\":7,\"tool\":\"object.move\",\"params\":{\"name\":\"Cube\"},\"deadline_ms\":100}\n"
         );
         assert_eq!(Frame::parse(&line[..line.len() - 1]).unwrap(), frame);
+    }
+
+    #[test]
+    fn batch_round_trip() {
+        let frame = Frame::Batch {
+            calls: vec![BatchedCall {
+                id: 3,
+                tool: "object.info".into(),
+                params: json!({"name": "Cube"}),
+                deadline_ms: 50,
+            }],
+        };
+        let line = frame.to_line();
+        assert_eq!(
+            std::str::from_utf8(&line).unwrap(),
+            "{\"type\":\"batch\",\"calls\":[{\"id\":3,\"tool\":\"object.info\",\"params\":{\"name\":\"Cube\"},\"deadline_ms\":50}]}\n"
+        );
+        assert_eq!(Frame::parse(&line[..line.len() - 1]).unwrap(), frame);
+        assert!(matches!(
+            Frame::parse(
+                br#"{"type":"batch","calls":[{"id":1,"tool":"t","params":[],"deadline_ms":1}]}"#
+            ),
+            Err(FrameError::Invalid(_))
+        ));
+        assert!(matches!(
+            Frame::parse(br#"{"type":"batch"}"#),
+            Err(FrameError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 11] = [
+pub const KERNEL_FILES: [(&str, &str); 12] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -60,6 +60,10 @@ pub const KERNEL_FILES: [(&str, &str); 11] = [
     (
         "vibe_kernel/files.py",
         include_str!("../kernel/vibe_kernel/files.py"),
+    ),
+    (
+        "vibe_kernel/index.py",
+        include_str!("../kernel/vibe_kernel/index.py"),
     ),
     (
         "vibe_kernel/lock.py",

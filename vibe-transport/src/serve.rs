@@ -137,6 +137,39 @@ where
                     }
                 }
             }
+            // The calls of a batch in order, their answers written together (a dropped
+            // connection or a torn frame as the mock's fault plan says, at that call).
+            Frame::Batch { calls } => {
+                let mut out = Vec::new();
+                for call in calls {
+                    let outcome = mock
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .handle(&call.tool, &call.params);
+                    let Some(envelope) = outcome.envelope else {
+                        continue;
+                    };
+                    let line = Frame::Result {
+                        id: call.id,
+                        envelope,
+                    }
+                    .to_line();
+                    match outcome.wire_fault {
+                        Some(Fault::Drop) => {
+                            writer.write_all(&out).await?;
+                            writer.flush().await?;
+                            return Ok(());
+                        }
+                        Some(Fault::Malformed) => {
+                            out.extend_from_slice(&line[..line.len() / 2]);
+                            out.push(b'\n');
+                        }
+                        _ => out.extend_from_slice(&line),
+                    }
+                }
+                writer.write_all(&out).await?;
+                writer.flush().await?;
+            }
             Frame::Configure { id, session } => {
                 let envelope = mock
                     .lock()

@@ -405,6 +405,16 @@ impl Transport for StdioTransport {
         }
     }
 
+    async fn call_batch(&self, calls: Vec<Call>) -> Vec<Result<Envelope, TransportError>> {
+        let mut answers = self.connection.call_batch(calls).await;
+        for answer in &mut answers {
+            if let Err(error) = answer {
+                *error = self.explain(error.clone()).await;
+            }
+        }
+        answers
+    }
+
     fn storage_folders(&self) -> Vec<std::path::PathBuf> {
         #[cfg(feature = "jail")]
         if let Some(private) = self.private_dir() {

@@ -253,6 +253,14 @@ impl Transport for TcpTransport {
         connection.call(call).await
     }
 
+    async fn call_batch(&self, calls: Vec<Call>) -> Vec<Result<Envelope, TransportError>> {
+        let longest = calls.iter().map(|c| c.deadline).max().unwrap_or_default();
+        match self.current(longest).await {
+            Ok(connection) => connection.call_batch(calls).await,
+            Err(error) => vec![Err(error); calls.len()],
+        }
+    }
+
     async fn cancel(&self, id: u64) -> Result<(), TransportError> {
         self.connection.read().await.cancel(id);
         Ok(())

@@ -68,6 +68,17 @@ pub trait Transport: Send + Sync {
     /// Runs one tool call. See the trait docs for the contract.
     async fn call(&self, call: Call) -> Result<Envelope, TransportError>;
 
+    /// Runs `calls` in their order and answers each, in the same order (one answer per call,
+    /// as [`Transport::call`] gives it). Stream transports send them as one `batch` frame that
+    /// the kernel runs on its main thread in one hop; this default runs them one after another.
+    async fn call_batch(&self, calls: Vec<Call>) -> Vec<Result<Envelope, TransportError>> {
+        let mut answers = Vec::with_capacity(calls.len());
+        for call in calls {
+            answers.push(self.call(call).await);
+        }
+        answers
+    }
+
     /// Asks the kernel to stop call `id` as soon as feasible; its waiter gets
     /// [`TransportError::Deadline`] or the kernel's `timeout` envelope with `details.cancelled`.
     async fn cancel(&self, id: u64) -> Result<(), TransportError>;

@@ -142,3 +142,55 @@ async fn live_blender_gui_addon_under_xvfb_agrees_with_the_mock() {
     }
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// A batch on real Blender (bpy 5.0.1 over stdio): more calls than one frame carries, moves and
+/// reads interleaved, each read seeing exactly the moves before it, a refused call in the middle
+/// answered on its own; the same calls through the mock give the same answers.
+#[tokio::test]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_bpy_batch_runs_in_order_and_agrees_with_the_mock() {
+    live("a batch on bpy 5.0.1 over stdio");
+    let python = required("VIBE_BPY_PYTHON");
+    let blender = StdioTransport::spawn(StdioOptions::bpy_python(&python).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        blender.hello().max_batch_calls,
+        Some(vibe_transport::MAX_BATCH_CALLS as u32)
+    );
+    let mock = vibe_transport::MockTransport::new(vibe_transport::MockBlender::new());
+    let calls = |t: &dyn Transport| -> Vec<vibe_transport::Call> {
+        (0..vibe_transport::MAX_BATCH_CALLS + 20)
+            .map(|i| {
+                let (tool, params) = match i % 4 {
+                    0 => (
+                        "object.move",
+                        serde_json::json!({"name": "Cube", "delta": [0.5, 0, 0]}),
+                    ),
+                    1 if i == 121 => ("object.info", serde_json::json!({"name": "Nope"})),
+                    _ => ("object.info", serde_json::json!({"name": "Cube"})),
+                };
+                vibe_transport::Call::new(t.next_id(), tool, params, DEADLINE)
+            })
+            .collect()
+    };
+    let live_answers = blender.call_batch(calls(&blender)).await;
+    let mock_answers = mock.call_batch(calls(&mock)).await;
+    for (i, (got, want)) in live_answers.iter().zip(&mock_answers).enumerate() {
+        let got = got.as_ref().unwrap();
+        let want = want.as_ref().unwrap();
+        if i == 121 {
+            assert_eq!(got.error().unwrap().code.as_str(), "not_found");
+            assert_eq!(want.error().unwrap().code.as_str(), "not_found");
+            continue;
+        }
+        let x = got.result().unwrap()["location"][0].as_f64().unwrap();
+        assert_eq!(x, 0.5 * (i / 4 + 1) as f64, "call {i}");
+        assert_eq!(
+            got.result().unwrap()["location"],
+            want.result().unwrap()["location"],
+            "call {i}"
+        );
+    }
+    blender.close().await.unwrap();
+}

@@ -32,7 +32,12 @@ fn kernel_table() -> BTreeMap<String, (bool, BTreeSet<String>)> {
                 "False" => false,
                 other => panic!("{}: mutates {other:?} in {line:?}", path.display()),
             };
-            let capabilities = parts[2..].iter().map(|c| unquote(c)).collect();
+            // Keyword arguments (`keeps_structure=True`) are the kernel's own, not capabilities.
+            let capabilities = parts[2..]
+                .iter()
+                .filter(|part| !part.contains('='))
+                .map(|c| unquote(c))
+                .collect();
             let name = unquote(parts[0]);
             assert!(
                 table

@@ -493,3 +493,49 @@ async fn an_embedder_may_adopt_a_restarted_blender_as_a_fresh_session() {
         .unwrap();
     assert!(cube.is_ok());
 }
+
+#[tokio::test]
+async fn a_batch_runs_in_order_and_each_call_is_answered() {
+    let addr = spawn_kernel(MockBlender::new(), ServeOptions::default()).await;
+    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    // More calls than one frame carries (two frames), moves and reads interleaved: each read
+    // sees every move before it and none after.
+    let count = vibe_transport::MAX_BATCH_CALLS + 44;
+    let mut calls: Vec<Call> = (0..count)
+        .map(|i| {
+            let (tool, params) = if i % 3 == 0 {
+                ("object.move", json!({"name": "Cube", "delta": [1, 0, 0]}))
+            } else {
+                ("object.info", json!({"name": "Cube"}))
+            };
+            Call::new(t.next_id(), tool, params, Duration::from_secs(10))
+        })
+        .collect();
+    calls.push(Call::new(
+        t.next_id(),
+        "scene.snapshot",
+        json!({}),
+        Duration::from_secs(10),
+    ));
+    let duplicate = calls[1].id;
+    calls.push(Call::new(
+        duplicate,
+        "object.info",
+        json!({"name": "Cube"}),
+        Duration::from_secs(10),
+    ));
+    let answers = t.call_batch(calls).await;
+    assert_eq!(answers.len(), count + 2);
+    for (i, answer) in answers.iter().take(count).enumerate() {
+        let moves_so_far = (i / 3 + 1) as f64;
+        let x = answer.as_ref().unwrap().result().unwrap()["location"][0]
+            .as_f64()
+            .unwrap();
+        assert_eq!(x, moves_so_far, "call {i}");
+    }
+    // A snapshot in a batch is sealed like one alone.
+    let snapshot = answers[count].as_ref().unwrap().result().unwrap().clone();
+    assert!(snapshot["fingerprint"].is_string(), "{snapshot}");
+    // An id already in flight is refused for that call only.
+    assert!(matches!(answers[count + 1], Err(TransportError::DuplicateId(id)) if id == duplicate));
+}

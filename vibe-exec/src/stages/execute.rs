@@ -21,15 +21,17 @@ pub struct ExecuteStage;
 async fn send(call: &mut CallContext, session: &Session) -> Result<Envelope, TransportError> {
     call.transport_calls += 1;
     lock(&session.sent_as).insert(call.id, call.transport_id);
-    let transport = &session.transport;
-    let answer = transport
-        .call(Call::new(
-            call.transport_id,
-            call.tool.clone(),
-            call.params.clone(),
-            call.deadline,
-        ))
-        .await;
+    let sent = Call::new(
+        call.transport_id,
+        call.tool.clone(),
+        call.params.clone(),
+        call.deadline,
+    );
+    // The first send of a batched call joins its batch; a repeat goes alone.
+    let answer = match call.batch.take() {
+        Some(window) => window.send(session, sent).await,
+        None => session.transport.call(sent).await,
+    };
     lock(&session.sent_as).remove(&call.id);
     answer
 }

@@ -1,7 +1,16 @@
-"""The in-process baseline of the live bench: the kernel's own handlers called directly in
-Blender (no wire, no bridge), on the same scenes the bench builds.
+"""The in-process baseline of the live bench (benches/live_kernel.rs): the kernel's own
+handlers called directly in Blender (no wire, no bridge), on the scenes the bench builds.
 
-    python bench_in_process.py        (a Python with bpy; prints one JSON line)
+    python bench_in_process.py        (a Python with bpy)
+
+A line server: each request on stdin is one JSON object, each answer one line on stdout that
+starts with `@@` (Blender prints other lines there):
+
+    {"op": "populate", "to": N}                      the scene grows to N objects (empties E0000...)
+    {"op": "time", "tool": T, "params": P, "iters": K, "json": B}
+                                                     K calls of T in a row; the answer is
+                                                     {"ns": total}; with B, each answer is also
+                                                     encoded as the wire's result frame
 """
 
 import json
@@ -13,32 +22,42 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel.wire import Kernel  # noqa: E402
+from vibe_kernel.wire import Kernel, encode  # noqa: E402
+
+CAPABILITIES = ["scene.read", "scene.write", "transactions", "code_exec"]
 
 
-def populate(n):
+def populate(to):
     coll = bpy.data.collections["Collection"]
-    for i in range(n):
-        obj = bpy.data.objects.new("E%04d" % i, None)
-        coll.objects.link(obj)
+    have = len(bpy.context.scene.objects)
+    for i in range(have - 3, to - 3):
+        coll.objects.link(bpy.data.objects.new("E%04d" % i, None))
 
 
-def per_call(fn, repeat):
-    start = time.perf_counter()
-    for _ in range(repeat):
-        fn()
-    return (time.perf_counter() - start) / repeat
+def timed(k, tool, params, iters, with_json):
+    start = time.perf_counter_ns()
+    for i in range(iters):
+        envelope = k.call(tool, params)
+        if with_json:
+            encode({"type": "result", "id": i, "envelope": envelope})
+    return time.perf_counter_ns() - start
 
 
-bpy.ops.wm.read_factory_settings(use_empty=False)
-k = Kernel()
-populate(1000)
-info_us = per_call(lambda: k.call("object.info", {"name": "E0500"}), 2000) * 1e6
-populate_more = 1500
-coll = bpy.data.collections["Collection"]
-for i in range(1000, 1000 + populate_more):
-    coll.objects.link(bpy.data.objects.new("E%04d" % i, None))
-snapshot_ms = per_call(lambda: k.call("scene.snapshot", {}), 5) * 1e3
-size = len(json.dumps(k.call("scene.snapshot", {})))
-print(json.dumps({"object_info_us_1000_objects": round(info_us, 1), "snapshot_ms_2500_objects": round(snapshot_ms, 2),
-                  "snapshot_bytes": size}))
+def main():
+    bpy.ops.wm.read_factory_settings(use_empty=False)
+    k = Kernel()
+    k.state.features.add("code_exec")
+    k.state.configure({"session_id": "bench", "capabilities": CAPABILITIES})
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["op"] == "populate":
+            populate(request["to"])
+            answer = {"ok": True}
+        else:
+            answer = {"ns": timed(k, request["tool"], request.get("params", {}), request["iters"], request["json"])}
+        sys.stdout.write("@@" + json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

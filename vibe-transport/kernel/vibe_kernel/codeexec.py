@@ -806,10 +806,7 @@ class Deadline:
     def start(self):
         self.previous = sys.gettrace()
         if _ASYNC is not None:
-            try:
-                threading.Thread(target=self.watch, name="vibe-deadline", daemon=True).start()
-            except RuntimeError:  # no thread to spare: the tracer alone (the bridge's kill stays)
-                pass
+            WATCHDOG.arm(self)
         sys.settrace(self.tracer)
 
     def settle(self):
@@ -832,6 +829,40 @@ class Deadline:
         if self.switch_interval is not None:
             sys.setswitchinterval(self.switch_interval)
             self.switch_interval = None
+
+
+class Watchdog:
+    """The one thread that watches every run's deadline (`Deadline.watch`), started with the
+    first run and kept: a thread per run cost ~1 ms to start in Blender's Python, more than the
+    trivial code it watched. It watches one run at a time (runs are on the main thread, one
+    after another)."""
+
+    def __init__(self):
+        self.condition = threading.Condition()
+        self.armed = None  # the Deadline of the run in progress
+        self.thread = None
+
+    def arm(self, deadline):
+        with self.condition:
+            self.armed = deadline
+            if self.thread is None or not self.thread.is_alive():
+                try:
+                    self.thread = threading.Thread(target=self.loop, name="vibe-deadline", daemon=True)
+                    self.thread.start()
+                except RuntimeError:  # no thread to spare: the tracer alone (the bridge's kill stays)
+                    self.thread = None
+            self.condition.notify()
+
+    def loop(self):
+        while True:
+            with self.condition:
+                while self.armed is None or self.armed.done.is_set():
+                    self.condition.wait()
+                deadline = self.armed
+            deadline.watch()
+
+
+WATCHDOG = Watchdog()
 
 
 def describe(exc):

@@ -33,6 +33,7 @@ PROTOCOL = 1
 KERNEL_VERSION = "0.1.0"
 DEFAULT_PORT = 9833
 MAX_FRAME_BYTES = 16 * 1024 * 1024
+MAX_BATCH_CALLS = 256  # calls in one `batch` frame (said in the hello)
 TICK_BUDGET_S = 0.02
 PRE_AUTH_S = 5.0  # a TCP client has this long after the hello to prove the token
 MAX_CONNECTIONS = 8  # logged-in TCP sessions at once; more are refused with a clear error
@@ -136,7 +137,8 @@ class Kernel:
                 "blender": {"version": self.blender_version, "build_hash": build, "platform": sys.platform,
                             "background": bool(bpy.app.background), "features": sorted(self.state.features),
                             "confinement": dict(confine.STATE)},
-                "auth_required": auth_required, "max_frame_bytes": MAX_FRAME_BYTES, "instance": self.instance}
+                "auth_required": auth_required, "max_frame_bytes": MAX_FRAME_BYTES, "instance": self.instance,
+                "max_batch_calls": MAX_BATCH_CALLS}
 
     def file_op(self, operation):
         """Runs one of the kernel's own file loads or saves; the kernel is busy meanwhile (the
@@ -290,6 +292,10 @@ class Kernel:
                         self.running_call = None
                         self.cancelled.discard(call_id)
             return {"type": "result", "id": call_id, "envelope": self.tell_events(envelope)}
+        if kind == "batch":
+            # In order, one after another, in this one hop of the main thread; each call is
+            # answered as it would be alone (checks, cancels and deadlines included).
+            return [self.handle(dict(call, type="call")) for call in frame["calls"]]
         if kind == "configure":
             settings = frame.get("session", {})
             try:
@@ -417,10 +423,21 @@ class Channel:
         self.session = Session(kernel.shared)
 
     def send(self, frame):
-        data = encode(frame)
+        self.send_all([frame])
+
+    def send_all(self, frames):
+        """Writes frames in one write. A frame that is not JSON (a non-finite number from a
+        request) is replaced by an error answer, never fatal to the loop."""
+        chunks = []
+        for frame in frames:
+            try:
+                chunks.append(encode(frame))
+            except ValueError as exc:
+                chunks.append(encode({"type": "result", "id": frame.get("id"), "envelope": err(
+                    "invalid_arguments", "the answer could not be encoded: %s" % exc)}))
         with self.write_lock:
             if not self.closed:
-                self.write_bytes(data)
+                self.write_bytes(b"".join(chunks))
 
     def read_frame(self):
         line = self.reader.readline(MAX_FRAME_BYTES + 1)
@@ -471,6 +488,13 @@ class Channel:
                     self.kernel.cancel(frame.get("id"))
                 elif frame.get("type") in ("call", "configure", "checkpoint", "restore", "inventory"):
                     self.inbox.put((self, frame))
+                elif frame.get("type") == "batch":
+                    calls = frame.get("calls")
+                    if (not isinstance(calls, list) or not 1 <= len(calls) <= MAX_BATCH_CALLS
+                            or not all(isinstance(c, dict) for c in calls)):
+                        self.send(protocol_error("a batch carries 1 to %d call objects" % MAX_BATCH_CALLS))
+                        return
+                    self.inbox.put((self, frame))
                 else:
                     self.send(protocol_error("unexpected frame type %r" % frame.get("type")))
                     return
@@ -510,12 +534,7 @@ def drain(kernel, inbox, deadline=None):
         answer = kernel.handle(frame, channel.session)
         if answer is not None:
             try:
-                channel.send(answer)
-            except ValueError as exc:
-                # An answer that is not JSON (a non-finite number from a request) is refused,
-                # never fatal to the loop.
-                channel.send({"type": "result", "id": None, "envelope": err(
-                    "invalid_arguments", "the answer could not be encoded: %s" % exc)})
+                channel.send_all(answer if isinstance(answer, list) else [answer])
             except OSError:
                 channel.closed = True
         if deadline is not None and time.monotonic() >= deadline:

@@ -240,6 +240,7 @@ impl MockBlender {
             auth_required: false,
             max_frame_bytes: crate::codec::DEFAULT_MAX_FRAME_BYTES as u64,
             instance: Some(format!("mock-{:016x}", self.instance)),
+            max_batch_calls: Some(crate::MAX_BATCH_CALLS as u32),
         }
     }
 

@@ -18,6 +18,9 @@ use crate::frame::{Frame, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig};
 use crate::snapshot::{SNAPSHOT_TOOL, seal};
 use crate::transport::Call;
 
+mod batch;
+pub use batch::MAX_BATCH_CALLS;
+
 /// How the handshake goes.
 #[derive(Clone, Debug)]
 pub struct HandshakeOptions {
@@ -326,16 +329,7 @@ impl Connection {
             deadline_ms,
         };
         let envelope = self.request(id, frame, call.deadline).await?;
-        Ok(match envelope {
-            Envelope::Ok(mut result) if snapshot => {
-                seal(&mut result);
-                Envelope::Ok(result)
-            }
-            // Kernels may send bare errors: complete them (class, retryable, recovery) and
-            // sanitize the message again, so every backend answers alike.
-            Envelope::Err(error) => Envelope::Err(error.with_guidance()),
-            other => other,
-        })
+        Ok(finish(snapshot, envelope))
     }
 
     async fn request(
@@ -348,29 +342,8 @@ impl Connection {
             return Err(never_sent(error));
         }
         let start = tokio::time::Instant::now();
-        let permit =
-            match tokio::time::timeout(deadline, Arc::clone(&self.permits).acquire_owned()).await {
-                Ok(Ok(permit)) => permit,
-                Ok(Err(_)) => {
-                    return Err(TransportError::Closed(
-                        "the connection is shutting down".into(),
-                    ));
-                }
-                Err(_) => return Err(TransportError::QueueTimeout(deadline)),
-            };
-        let (sender, receiver) = oneshot::channel();
-        {
-            let mut pending = self
-                .shared
-                .pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if pending.contains_key(&id) {
-                return Err(TransportError::DuplicateId(id));
-            }
-            pending.insert(id, sender);
-        }
-        self.shared.highest_sent.fetch_max(id, Ordering::Relaxed);
+        let permit = self.permit(deadline).await?;
+        let receiver = self.register(id)?;
         // Cancel safety: if this future is dropped from here on, the guard removes the waiter
         // and tells the kernel to stop.
         let mut guard = InFlight {
@@ -378,9 +351,55 @@ impl Connection {
             connection: self,
             armed: true,
         };
-        let line = frame.to_line();
-        // Fast path for a lone call: write straight to the socket. With other calls in flight
-        // (pipelining), queue for the writer task, which coalesces a burst into one flush.
+        if let Err(error) = self.send_line(frame.to_line()).await {
+            // No complete frame left: the kernel cannot have run it.
+            guard.armed = false;
+            self.forget(id);
+            return Err(error);
+        }
+        let answer = self.wait(guard, receiver, start, deadline).await;
+        drop(permit);
+        answer
+    }
+
+    /// One of the connection's call slots, waited for within `deadline`.
+    async fn permit(
+        &self,
+        deadline: Duration,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, TransportError> {
+        match tokio::time::timeout(deadline, Arc::clone(&self.permits).acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) => Err(TransportError::Closed(
+                "the connection is shutting down".into(),
+            )),
+            Err(_) => Err(TransportError::QueueTimeout(deadline)),
+        }
+    }
+
+    /// A waiter for the answer to `id`.
+    fn register(
+        &self,
+        id: u64,
+    ) -> Result<oneshot::Receiver<Result<Envelope, TransportError>>, TransportError> {
+        let (sender, receiver) = oneshot::channel();
+        let mut pending = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if pending.contains_key(&id) {
+            return Err(TransportError::DuplicateId(id));
+        }
+        pending.insert(id, sender);
+        drop(pending);
+        self.shared.highest_sent.fetch_max(id, Ordering::Relaxed);
+        Ok(receiver)
+    }
+
+    /// Writes one frame line: straight to the stream for a lone request, through the writer
+    /// task (which coalesces a burst into one flush) when others are in flight. An error means
+    /// no complete frame left.
+    async fn send_line(&self, line: Vec<u8>) -> Result<(), TransportError> {
         let alone = self
             .shared
             .pending
@@ -412,17 +431,22 @@ impl Connection {
             None => self.outgoing.send(Outgoing::Line(line)).await.is_err(),
         };
         if failed {
-            // No complete frame left: the kernel cannot have run it.
-            guard.armed = false;
-            self.forget(id);
             return Err(never_sent(self.closed().unwrap_or_else(|| {
                 TransportError::Closed("writer stopped".into())
             })));
         }
-        let remaining = deadline.saturating_sub(start.elapsed());
-        let answer = tokio::time::timeout(remaining, receiver).await;
-        drop(permit);
-        match answer {
+        Ok(())
+    }
+
+    /// Waits for the answer the guard's request registered, until `deadline` after `start`.
+    async fn wait(
+        &self,
+        mut guard: InFlight<'_>,
+        receiver: oneshot::Receiver<Result<Envelope, TransportError>>,
+        start: tokio::time::Instant,
+        deadline: Duration,
+    ) -> Result<Envelope, TransportError> {
+        match tokio::time::timeout_at(start + deadline, receiver).await {
             Ok(Ok(result)) => {
                 guard.armed = false;
                 result
@@ -615,6 +639,20 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
         }
+    }
+}
+
+/// An answer as every backend gives it: a `scene.snapshot` result sealed (fingerprints and
+/// indices), and a kernel's bare error completed (class, retryable, recovery) with its message
+/// sanitized again.
+fn finish(snapshot: bool, envelope: Envelope) -> Envelope {
+    match envelope {
+        Envelope::Ok(mut result) if snapshot => {
+            seal(&mut result);
+            Envelope::Ok(result)
+        }
+        Envelope::Err(error) => Envelope::Err(error.with_guidance()),
+        other => other,
     }
 }
 

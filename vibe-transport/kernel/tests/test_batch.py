@@ -1,0 +1,74 @@
+"""`batch` frames: several calls run in order in one hop of the main thread, each answered by
+its own `result` (protocol §5), written together; a malformed batch is a protocol error."""
+
+import io
+import json
+import os
+import queue
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bpy  # noqa: E402
+
+from vibe_kernel import wire  # noqa: E402
+from vibe_kernel.wire import Kernel  # noqa: E402
+
+
+def line(frame):
+    return (json.dumps(frame) + "\n").encode()
+
+
+class BatchTest(unittest.TestCase):
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+
+    def run_frames(self, *frames):
+        """Feeds frames through a channel as the reader thread would, then drains the queue on
+        this (main) thread; returns the writes and the frames written."""
+        writes = []
+        inbox = queue.Queue()
+        channel = wire.Channel(self.k, inbox, io.BytesIO(b"".join(line(f) for f in frames)), writes.append)
+        channel.run()
+        wire.drain(self.k, inbox, deadline=time.monotonic() + 30)
+        frames_out = [json.loads(text) for chunk in writes for text in chunk.decode().splitlines()]
+        return writes, frames_out[1:]  # after the hello
+
+    def test_calls_run_in_order_and_are_answered_together(self):
+        hello = self.k.hello(False)
+        self.assertEqual(hello["max_batch_calls"], wire.MAX_BATCH_CALLS)
+        calls = [{"id": 1, "tool": "object.move", "params": {"name": "Cube", "location": [1, 2, 3]}, "deadline_ms": 5000},
+                 {"id": 2, "tool": "object.info", "params": {"name": "Cube"}, "deadline_ms": 5000},
+                 {"id": 3, "tool": "object.info", "params": {"name": "Nope"}, "deadline_ms": 5000},
+                 {"id": 4, "tool": "object.move", "params": {"name": "Cube", "delta": [1, 0, 0]}, "deadline_ms": 5000}]
+        writes, answers = self.run_frames({"type": "batch", "calls": calls})
+        self.assertEqual(len(writes), 2)  # the hello, then every answer in one write
+        self.assertEqual([a["id"] for a in answers], [1, 2, 3, 4])
+        self.assertEqual(answers[1]["envelope"]["result"]["location"], [1.0, 2.0, 3.0])  # ran after call 1
+        self.assertEqual(answers[2]["envelope"]["error"]["code"], "not_found")  # an error does not stop the rest
+        self.assertEqual(answers[3]["envelope"]["result"]["location"], [2.0, 2.0, 3.0])
+
+    def test_a_cancelled_call_of_a_batch_is_answered_as_cancelled(self):
+        self.k.cancel(2)
+        calls = [{"id": i, "tool": "object.info", "params": {"name": "Cube"}, "deadline_ms": 5000} for i in (1, 2, 3)]
+        _, answers = self.run_frames({"type": "batch", "calls": calls})
+        self.assertTrue(answers[0]["envelope"]["ok"])
+        self.assertTrue(answers[1]["envelope"]["error"]["details"]["cancelled"])
+        self.assertTrue(answers[2]["envelope"]["ok"])
+
+    def test_malformed_batches_are_protocol_errors(self):
+        too_many = [{"id": i, "tool": "kernel.status", "params": {}, "deadline_ms": 5000}
+                    for i in range(wire.MAX_BATCH_CALLS + 1)]
+        for calls in ([], "x", [1], too_many):
+            with self.subTest(calls=str(calls)[:40]):
+                _, answers = self.run_frames({"type": "batch", "calls": calls})
+                self.assertEqual([a["type"] for a in answers], ["error"])
+        _, answers = self.run_frames({"type": "batch", "calls": too_many[:-1]})
+        self.assertEqual(len(answers), wire.MAX_BATCH_CALLS)  # the bound itself is taken
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,154 @@
+//! Batches: many calls in one `batch` frame, run in order on Blender's main thread in one hop,
+//! each answered by its own `result` (protocol §5).
+
+use futures::future::join_all;
+use vibe_errors::Envelope;
+
+use super::{Connection, InFlight, finish, never_sent};
+use crate::error::TransportError;
+use crate::frame::{BatchedCall, Frame};
+use crate::snapshot::SNAPSHOT_TOOL;
+use crate::transport::Call;
+
+/// The most calls the bridge puts in one `batch` frame (the kernel's own bound, from its hello,
+/// may be lower); longer batches go as several frames, back to back.
+pub const MAX_BATCH_CALLS: usize = 256;
+
+type Answer = Result<Envelope, TransportError>;
+
+impl Connection {
+    /// Runs `calls` in their order and answers each, in the same order. One frame carries them
+    /// (several when there are more than the kernel takes at once, each taking one call slot):
+    /// the kernel runs them one after another on its main thread without a hop between them.
+    /// Each call keeps its own id, deadline (counted from the send), cancel and answer. A kernel
+    /// that takes no batches (no `max_batch_calls` in its hello), a single call, or a batch
+    /// whose frame would pass the kernel's frame size goes as pipelined calls instead.
+    pub async fn call_batch(&self, calls: Vec<Call>) -> Vec<Answer> {
+        let limit = self
+            .hello
+            .max_batch_calls
+            .map_or(1, |n| (n as usize).clamp(1, MAX_BATCH_CALLS));
+        if calls.len() <= 1 || limit == 1 {
+            return self.pipelined(calls).await;
+        }
+        let mut chunks = Vec::new();
+        let mut calls = calls.into_iter().peekable();
+        while calls.peek().is_some() {
+            chunks.push(calls.by_ref().take(limit).collect::<Vec<_>>());
+        }
+        join_all(chunks.into_iter().map(|chunk| self.one_batch(chunk)))
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    async fn pipelined(&self, calls: Vec<Call>) -> Vec<Answer> {
+        join_all(calls.into_iter().map(|call| self.call(call))).await
+    }
+
+    async fn one_batch(&self, calls: Vec<Call>) -> Vec<Answer> {
+        let count = calls.len();
+        if let Some(error) = self.closed() {
+            return vec![Err(never_sent(error)); count];
+        }
+        let start = tokio::time::Instant::now();
+        let longest = calls.iter().map(|c| c.deadline).max().unwrap_or_default();
+        let permit = match self.permit(longest).await {
+            Ok(permit) => permit,
+            Err(error) => return vec![Err(error); count],
+        };
+        let mut answers: Vec<Option<Answer>> = (0..count).map(|_| None).collect();
+        let mut waiting = Vec::new(); // (position, snapshot?, deadline, receiver)
+        let mut batched = Vec::new();
+        for (position, call) in calls.iter().enumerate() {
+            match self.register(call.id) {
+                Ok(receiver) => {
+                    waiting.push((
+                        position,
+                        call.tool == SNAPSHOT_TOOL,
+                        call.deadline,
+                        receiver,
+                    ));
+                    batched.push(BatchedCall {
+                        id: call.id,
+                        tool: call.tool.clone(),
+                        params: call.params.clone(),
+                        deadline_ms: call.deadline.as_millis().min(u128::from(u64::MAX)) as u64,
+                    });
+                }
+                Err(error) => answers[position] = Some(Err(error)),
+            }
+        }
+        let line = Frame::Batch { calls: batched }.to_line();
+        if line.len() as u64 > self.hello.max_frame_bytes {
+            // Too big for one frame: the same calls, pipelined one by one.
+            let ids: Vec<u64> = waiting.iter().map(|(p, ..)| calls[*p].id).collect();
+            for id in ids {
+                self.forget(id);
+            }
+            drop(permit);
+            let positions: Vec<usize> = waiting.iter().map(|(p, ..)| *p).collect();
+            let singles = positions.iter().map(|p| self.call(calls[*p].clone()));
+            for (position, answer) in positions.iter().zip(join_all(singles).await) {
+                answers[*position] = Some(answer);
+            }
+            return answers
+                .into_iter()
+                .map(Option::unwrap_or_default_error)
+                .collect();
+        }
+        let guards: Vec<InFlight<'_>> = waiting
+            .iter()
+            .map(|(position, ..)| InFlight {
+                id: calls[*position].id,
+                connection: self,
+                armed: true,
+            })
+            .collect();
+        if let Err(error) = self.send_line(line).await {
+            // No complete frame left: none of the calls can have run.
+            for mut guard in guards {
+                guard.armed = false;
+                self.forget(guard.id);
+            }
+            for (position, ..) in waiting {
+                answers[position] = Some(Err(error.clone()));
+            }
+            return answers
+                .into_iter()
+                .map(Option::unwrap_or_default_error)
+                .collect();
+        }
+        let waits = waiting.into_iter().zip(guards).map(
+            |((position, snapshot, deadline, receiver), guard)| async move {
+                let answer = self.wait(guard, receiver, start, deadline).await;
+                (position, answer.map(|envelope| finish(snapshot, envelope)))
+            },
+        );
+        for (position, answer) in join_all(waits).await {
+            answers[position] = Some(answer);
+        }
+        drop(permit);
+        answers
+            .into_iter()
+            .map(Option::unwrap_or_default_error)
+            .collect()
+    }
+}
+
+/// Every position of a batch is answered exactly once above; a hole would be a bug, answered
+/// as an error rather than a panic.
+trait AnswerSlot {
+    fn unwrap_or_default_error(self) -> Answer;
+}
+
+impl AnswerSlot for Option<Answer> {
+    fn unwrap_or_default_error(self) -> Answer {
+        self.unwrap_or_else(|| {
+            Err(TransportError::Protocol(
+                "a call of the batch got no answer".into(),
+            ))
+        })
+    }
+}
