@@ -18,6 +18,9 @@
 //! * `.../object.info_batched`: 100 `object.info` calls as one batch
 //!   ([`Transport::call_batch`], [`Pipeline::call_batch`]), per call (throughput 100).
 //!
+//! `live/raw_pipe/round_trip` is the floor of any round trip on the machine: the same Python
+//! without Blender answering a request line with a ready answer line over pipes.
+//!
 //! The tools: `object.info` (of `E0500`), `object.move` (of the Cube), `scene.snapshot`, and
 //! `python.exec` of `print(1)` outside a transaction. After the criterion runs, a summary prints
 //! each ratio the speed targets name, from the medians of this run. Without `VIBE_BPY_PYTHON`
@@ -111,6 +114,43 @@ impl InProcess {
     }
 }
 
+/// The floor of a round trip on this machine: the same interpreter without Blender, answering
+/// each request line (parsed as JSON, as the kernel does) with a ready answer line of the size
+/// of `object.info`'s, over the same kind of pipes. No tool runs: the in-process figures are
+/// the work a call adds on top.
+struct RawPipe {
+    _child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+const ECHO: &str = "import json, sys\nanswer = sys.argv[1].encode() + b'\\n'\nout = sys.stdout.buffer\nfor line in sys.stdin.buffer:\n    json.loads(line)\n    out.write(answer)\n    out.flush()\n";
+
+impl RawPipe {
+    fn start(python: &std::ffi::OsStr, answer: &str) -> RawPipe {
+        let mut child = Command::new(python)
+            .args(["-c", ECHO, answer])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the raw pipe baseline starts");
+        let input = child.stdin.take().unwrap();
+        let output = BufReader::new(child.stdout.take().unwrap());
+        RawPipe {
+            _child: child,
+            input,
+            output,
+        }
+    }
+
+    fn round_trip(&mut self, request: &[u8], line: &mut String) {
+        self.input.write_all(request).unwrap();
+        self.input.flush().unwrap();
+        line.clear();
+        assert!(self.output.read_line(line).unwrap() > 0, "raw pipe ended");
+    }
+}
+
 /// Grows a kernel's scene to `to` objects (the factory's 3 plus empties `E0000`...).
 async fn populate(call: impl AsyncFn(&str, Value) -> Result<(), String>, from: usize, to: usize) {
     let code = format!(
@@ -192,6 +232,32 @@ fn live(c: &mut Criterion) {
     let audited = rt.block_on(pipeline(&python, Some(Arc::clone(&audit))));
     let unaudited = rt.block_on(pipeline(&python, None));
     let figures = Figures::default();
+    let info_answer = rt
+        .block_on(transport.call(Call::new(
+            transport.next_id(),
+            "object.info",
+            json!({"name": "Cube"}),
+            DEADLINE,
+        )))
+        .unwrap();
+    let answer_line = json!({"type": "result", "id": 1, "envelope": info_answer}).to_string();
+    let mut raw = RawPipe::start(&python, &answer_line);
+    let request = format!(
+        "{}\n",
+        json!({"type": "call", "id": 1, "tool": "object.info", "params": {"name": "E0500"}, "deadline_ms": 120000})
+    );
+    c.bench_function("live/raw_pipe/round_trip", |b| {
+        let mut line = String::new();
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                raw.round_trip(request.as_bytes(), &mut line);
+            }
+            let took = start.elapsed();
+            figures.record("raw_pipe", took, iters);
+            took
+        })
+    });
     let transport_call = |tool: &str, params: Value| {
         let t = Arc::clone(&transport);
         let tool = tool.to_owned();
@@ -383,6 +449,21 @@ fn summary(figures: &Figures) {
         "2000/transport/scene.snapshot",
         "<= 2.3x",
     );
+    if let Some(raw) = us("raw_pipe") {
+        eprintln!("raw pipe round trip (no Blender, no tool): {raw:.1} us");
+        for size in SIZES {
+            if let (Some(t), Some(h)) = (
+                us(&format!("{size}/transport/object.info")),
+                us(&format!("{size}/in_process_json/object.info")),
+            ) {
+                eprintln!(
+                    "{size}: object.info, transport vs raw pipe + in-process with JSON: {:.2}x ({t:.1} us / {:.1} us)",
+                    t / (raw + h),
+                    raw + h
+                );
+            }
+        }
+    }
     for size in SIZES {
         ratio(
             &format!("{size}: object.info, transport vs in-process with JSON"),

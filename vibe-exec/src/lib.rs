@@ -16,6 +16,11 @@
 //!
 //! Refusals in phases 1 and 2 never reach the transport and have no side effect.
 //!
+//! [`Pipeline::call_batch`] runs many calls in order, each through every stage with its own
+//! envelope and audit records; consecutive reads share one call slot and reach the kernel as
+//! one batch frame (one hop of Blender's main thread), and a call that may change the scene
+//! runs alone after the calls before it answered.
+//!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 //! use std::sync::Arc;

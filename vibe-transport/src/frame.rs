@@ -121,7 +121,7 @@ pub enum Frame {
         deadline_ms: u64,
     },
     /// Bridge -> kernel: several calls, run in order on Blender's main thread in one hop; each
-    /// is answered by a `result` of its own, written together.
+    /// is answered by a `result` of its own as soon as it is done.
     Batch {
         /// The calls, in the order they run.
         calls: Vec<BatchedCall>,

@@ -32,8 +32,10 @@
 //!
 //! NDJSON frames (one compact JSON object per line) with a maximum frame size enforced while
 //! reading ([`LineCodec`]); the kernel speaks first with a hello; over TCP a token is proven
-//! before any call; requests carry ids and may be pipelined; answers are matched by id;
-//! cancellation is by id. A peer that is not a vibe kernel (silent, or speaking another
+//! before any call; requests carry ids and may be pipelined or sent as one `batch` frame
+//! ([`Transport::call_batch`]: the kernel runs them in order in one hop of Blender's main
+//! thread, at most [`MAX_BATCH_CALLS`] a frame); answers are matched by id; cancellation is by
+//! id. A peer that is not a vibe kernel (silent, or speaking another
 //! framing) is reported as [`TransportError::NotAVibeKernel`] within the handshake deadline.
 //! The full specification, with examples for a kernel implementer, is `PROTOCOL.md` beside this
 //! crate.

@@ -1,5 +1,5 @@
 """`batch` frames: several calls run in order in one hop of the main thread, each answered by
-its own `result` (protocol §5), written together; a malformed batch is a protocol error."""
+its own `result` (protocol §5) as soon as it is done; a malformed batch is a protocol error."""
 
 import io
 import json
@@ -37,7 +37,7 @@ class BatchTest(unittest.TestCase):
         frames_out = [json.loads(text) for chunk in writes for text in chunk.decode().splitlines()]
         return writes, frames_out[1:]  # after the hello
 
-    def test_calls_run_in_order_and_are_answered_together(self):
+    def test_calls_run_in_order_and_are_answered_each(self):
         hello = self.k.hello(False)
         self.assertEqual(hello["max_batch_calls"], wire.MAX_BATCH_CALLS)
         calls = [{"id": 1, "tool": "object.move", "params": {"name": "Cube", "location": [1, 2, 3]}, "deadline_ms": 5000},
@@ -45,7 +45,7 @@ class BatchTest(unittest.TestCase):
                  {"id": 3, "tool": "object.info", "params": {"name": "Nope"}, "deadline_ms": 5000},
                  {"id": 4, "tool": "object.move", "params": {"name": "Cube", "delta": [1, 0, 0]}, "deadline_ms": 5000}]
         writes, answers = self.run_frames({"type": "batch", "calls": calls})
-        self.assertEqual(len(writes), 2)  # the hello, then every answer in one write
+        self.assertEqual(len(writes), 5)  # the hello, then each answer as it is done
         self.assertEqual([a["id"] for a in answers], [1, 2, 3, 4])
         self.assertEqual(answers[1]["envelope"]["result"]["location"], [1.0, 2.0, 3.0])  # ran after call 1
         self.assertEqual(answers[2]["envelope"]["error"]["code"], "not_found")  # an error does not stop the rest

@@ -135,6 +135,9 @@ class Session:
             if session_id in self.shared.reported:  # the bridge reconnects: what did it miss?
                 self.loads_reported = self.shared.reported[session_id]
         self.session_id = session_id
+        # Known from here on, so that a reconnect hears of the loads it missed (answers keep
+        # this up to date only when there was a load to report: Kernel.tell_events).
+        self.shared.reported.setdefault(session_id, self.loads_reported)
         self.capabilities = set(session.get("capabilities", [])) & self.features
         self.sanity = dict(DEFAULT_SANITY, **session.get("sanity", {}))
         self.sandbox = sandbox

@@ -292,10 +292,6 @@ class Kernel:
                         self.running_call = None
                         self.cancelled.discard(call_id)
             return {"type": "result", "id": call_id, "envelope": self.tell_events(envelope)}
-        if kind == "batch":
-            # In order, one after another, in this one hop of the main thread; each call is
-            # answered as it would be alone (checks, cancels and deadlines included).
-            return [self.handle(dict(call, type="call")) for call in frame["calls"]]
         if kind == "configure":
             settings = frame.get("session", {})
             try:
@@ -319,6 +315,8 @@ class Kernel:
     def tell_events(self, envelope):
         """The answer with the file loads this session has not heard of yet: on success under
         `result._meta.events`, on failure under `error.details.events`. Then it has heard."""
+        if self.state.loads_reported == self.shared.loads:
+            return envelope  # nothing loaded since its last answer
         events, _ = json_safe(self.state.missed_events())
         self.state.caught_up()
         if not events:
@@ -423,21 +421,16 @@ class Channel:
         self.session = Session(kernel.shared)
 
     def send(self, frame):
-        self.send_all([frame])
-
-    def send_all(self, frames):
-        """Writes frames in one write. A frame that is not JSON (a non-finite number from a
-        request) is replaced by an error answer, never fatal to the loop."""
-        chunks = []
-        for frame in frames:
-            try:
-                chunks.append(encode(frame))
-            except ValueError as exc:
-                chunks.append(encode({"type": "result", "id": frame.get("id"), "envelope": err(
-                    "invalid_arguments", "the answer could not be encoded: %s" % exc)}))
+        """Writes one frame. A frame that is not JSON (a non-finite number from a request) is
+        replaced by an error answer, never fatal to the loop."""
+        try:
+            data = encode(frame)
+        except ValueError as exc:
+            data = encode({"type": "result", "id": frame.get("id"), "envelope": err(
+                "invalid_arguments", "the answer could not be encoded: %s" % exc)})
         with self.write_lock:
             if not self.closed:
-                self.write_bytes(b"".join(chunks))
+                self.write_bytes(data)
 
     def read_frame(self):
         line = self.reader.readline(MAX_FRAME_BYTES + 1)
@@ -531,12 +524,17 @@ def drain(kernel, inbox, deadline=None):
             if deadline is None:
                 return channel
             continue
-        answer = kernel.handle(frame, channel.session)
-        if answer is not None:
-            try:
-                channel.send_all(answer if isinstance(answer, list) else [answer])
-            except OSError:
-                channel.closed = True
+        # A batch's calls run in order, one after another, in this one hop of the main thread,
+        # each answered as it would be alone (checks, cancels and deadlines included) and as
+        # soon as it is done, so that the bridge reads one answer while the next call runs.
+        calls = [dict(call, type="call") for call in frame["calls"]] if frame.get("type") == "batch" else [frame]
+        for call in calls:
+            answer = kernel.handle(call, channel.session)
+            if answer is not None:
+                try:
+                    channel.send(answer)
+                except OSError:
+                    channel.closed = True
         if deadline is not None and time.monotonic() >= deadline:
             return None
 
