@@ -27,7 +27,8 @@ use crate::transport::{
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Target {
-    /// The embedded in-memory MockBlender (no Blender needed).
+    /// The embedded in-memory MockBlender (no Blender needed), with its file tools and its
+    /// stand-in render (a flat grey PNG in the sandbox).
     Mock,
     /// A Python with the `bpy` module (`pip install bpy`), started headless by the bridge.
     BpyPython(PathBuf),
@@ -181,7 +182,11 @@ impl Connect {
 
     async fn transport(&self) -> Result<Arc<dyn Transport>, ConnectError> {
         let headless = match &self.target {
-            Target::Mock => return Ok(Arc::new(MockTransport::new(MockBlender::new()))),
+            Target::Mock => {
+                return Ok(Arc::new(MockTransport::new(
+                    MockBlender::new().with_files(),
+                )));
+            }
             Target::Tcp { addr, token } => {
                 let options = TcpOptions::new(*addr).with_token(token.clone());
                 return Ok(Arc::new(TcpTransport::connect(options).await?));

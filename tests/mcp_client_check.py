@@ -8,7 +8,9 @@ Prints a closing 'N passed, N failed' line and exits non-zero on any failure.
 """
 
 import asyncio
+import base64
 import json
+import struct
 import sys
 
 import jsonschema
@@ -101,6 +103,21 @@ async def main(server, extra):
 
             own = await session.call_tool("object_delete", {"name": "Box"})
             check("the agent may delete its own object", not is_error(own), envelope(own))
+
+            # A render comes back as an image block the model sees, beside the envelope (which
+            # keeps the image's size, not its bytes).
+            rendered = await session.call_tool("render_still", {"path": "look.png", "width": 64, "height": 48})
+            conforms("render_still", rendered)
+            images = [c for c in rendered.content if c.type == "image"]
+            check("render_still returns one image block", not is_error(rendered) and len(images) == 1, rendered.content)
+            if images:
+                png = base64.b64decode(images[0].data)
+                check("the image block is the PNG of the asked size",
+                      field(images[0], "mimeType") == "image/png" and png[:8] == b"\x89PNG\r\n\x1a\n"
+                      and struct.unpack(">II", png[16:24]) == (64, 48), (field(images[0], "mimeType"), png[:24]))
+                meta = envelope(rendered)["result"]["_meta"]["image"]
+                check("the envelope names the image without its bytes",
+                      (meta["width"], meta["height"]) == (64, 48) and "data" not in meta, meta)
     check("clean shutdown", True)
     print("%d passed, %d failed" % (passed, failed))
     return failed == 0

@@ -75,11 +75,11 @@
 //!
 //! ## The default registry: blender-core v1
 //!
-//! 31 tools (the spec's 15 plus kernel status, telemetry, console errors, identity audit,
+//! 32 tools (the spec's 15 plus kernel status, telemetry, console errors, identity audit,
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
-//! render and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
+//! render, file open and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.1.0 = blake3:01077dfe3e0799e48bcdea5bcd2636dbf898963f39450cebe00360006e536ac3`
+//! `blender-core 1.2.0 = blake3:982612df10120535f469cd9509c37e34e397c45c92e5043643b38f8555a22a9a`
 //!
 //! ## Performance
 //!

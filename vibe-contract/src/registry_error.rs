@@ -81,6 +81,16 @@ pub enum RegistryError {
         /// What is wrong.
         message: String,
     },
+    /// A tool's hint names what the tool does not have (`hints.image`: an output field).
+    #[error("{tool}: hints.{hint}: {message}")]
+    InvalidHint {
+        /// The tool.
+        tool: String,
+        /// The hint.
+        hint: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// A tool declares an error code this version does not know.
     #[error("{tool}: unknown error code {code:?} in error_codes")]
     UnknownErrorCode {

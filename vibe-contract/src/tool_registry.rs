@@ -40,6 +40,11 @@ pub struct ToolHints {
     /// The bridge's own checks of this tool's calls, beyond the schema.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<BridgeCheck>,
+    /// The output field that names an image the tool wrote into the session's sandbox (a
+    /// render): the bridge reads it back and returns it with the answer (`_meta.image`), so the
+    /// agent sees what it made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// A check the bridge makes on a tool's calls, declared in the registry.
@@ -270,6 +275,26 @@ fn check_effects(tool: &ToolSpec) -> Result<(), RegistryError> {
     Ok(())
 }
 
+/// `hints.image` names a required string field of the tool's outputs.
+fn check_image_hint(tool: &ToolSpec) -> Result<(), RegistryError> {
+    let Some(field) = &tool.hints.image else {
+        return Ok(());
+    };
+    let is_string =
+        tool.outputs.pointer(&format!("/properties/{field}/type")) == Some(&Value::from("string"));
+    let required = tool.outputs["required"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|f| f == field.as_str()));
+    if is_string && required {
+        return Ok(());
+    }
+    Err(RegistryError::InvalidHint {
+        tool: tool.name.clone(),
+        hint: "image",
+        message: format!("`{field}` is not a required string field of the outputs"),
+    })
+}
+
 fn check_tool_name(name: &str) -> Result<(), RegistryError> {
     let invalid = |why: &str| RegistryError::InvalidName {
         kind: "tool",
@@ -329,6 +354,7 @@ impl ToolRegistry {
                 });
             }
             check_effects(tool)?;
+            check_image_hint(tool)?;
             if let Some(max) = tool.requires.blender_max
                 && max < tool.requires.blender_min
             {

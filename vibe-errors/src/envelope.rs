@@ -61,6 +61,14 @@ pub struct Meta {
     /// same list is `details.events`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<Value>,
+    /// The image the answer made (a render), read back from the sandbox for the agent to see
+    /// (the registry's `hints.image` names the tools that make one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<crate::image::Image>,
+    /// Why the image the answer made is not returned with it (too large, not a PNG, unreadable);
+    /// the file is still in the sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_omitted: Option<String>,
 }
 
 impl Envelope {
@@ -117,6 +125,8 @@ impl Envelope {
         merged.fingerprint = meta.fingerprint.or(merged.fingerprint);
         merged.retry_count = meta.retry_count.or(merged.retry_count);
         merged.events.extend(meta.events);
+        merged.image = meta.image.or(merged.image);
+        merged.image_omitted = meta.image_omitted.or(merged.image_omitted);
         let meta_value = serde_json::to_value(merged).unwrap_or(Value::Null);
         object.insert(META_KEY.to_owned(), meta_value);
         Envelope::Ok(Value::Object(object))

@@ -72,6 +72,7 @@
 mod code;
 mod determinism;
 mod envelope;
+mod image;
 mod mcp;
 mod sanitize;
 mod schema;
@@ -80,6 +81,7 @@ mod taxonomy;
 pub use code::ErrorCode;
 pub use determinism::Determinism;
 pub use envelope::{Envelope, EnvelopeParseError, ErrorBody, META_KEY, Meta, RawText};
+pub use image::{Image, MAX_IMAGE_BYTES, MAX_IMAGE_SIDE};
 pub use sanitize::{EMPTY_MESSAGE, MAX_MESSAGE_CHARS, contains_frame, sanitize_message};
 pub use schema::{envelope_schema, envelope_schema_text};
 pub use taxonomy::{

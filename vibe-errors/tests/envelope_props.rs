@@ -99,7 +99,7 @@ proptest! {
 
     #[test]
     fn meta_rides_inside_the_result(result in json_value(), seed in any::<u32>()) {
-        let meta = Meta { determinism: Some(Determinism::DeterministicWithSeed), seed: Some(json!(seed)), fingerprint: Some("blake3:00".into()), retry_count: Some(1), events: vec![json!({"event": "file_loaded", "file": "a.blend"})] };
+        let meta = Meta { determinism: Some(Determinism::DeterministicWithSeed), seed: Some(json!(seed)), fingerprint: Some("blake3:00".into()), retry_count: Some(1), events: vec![json!({"event": "file_loaded", "file": "a.blend"})], ..Meta::default() };
         let envelope = Envelope::ok(result.clone()).with_meta(meta.clone());
         prop_assert_eq!(envelope.meta(), Some(meta));
         let wire = envelope.to_value();

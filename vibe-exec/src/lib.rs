@@ -12,7 +12,7 @@
 //! | 3 plan | `polygon_budget`: reads the object before `modifier.add` | `invalid_arguments`, reason `sanity_limit` |
 //! | 4 execute | `execute`: the transport call, with deadline, re-discovery and idempotent retry | the kernel's envelope |
 //! | 5 verify | `read_back` (optional: [`PipelineBuilder::read_back`]) | `execution_failed` |
-//! | 6 return | `meta`: determinism class, echoed seed, snapshot fingerprint in `result._meta` | |
+//! | 6 return | `meta`: determinism class, echoed seed, snapshot fingerprint in `result._meta`; `image`: the image a tool made (the registry's `hints.image`), read back from the sandbox into `_meta.image` | |
 //!
 //! Refusals in phases 1 and 2 never reach the transport and have no side effect.
 //!

@@ -83,6 +83,7 @@ pub fn default_stages() -> Vec<Arc<dyn Stage>> {
         Arc::new(TempStorageAfter),
         Arc::new(crate::code::lock::CodeLockAfter),
         Arc::new(MetaStage),
+        Arc::new(ImageStage),
     ]
 }
 

@@ -221,3 +221,32 @@ async fn a_cancelled_render_ends_by_kill_and_restore() {
     assert_eq!(after, before);
     transport.close().await.unwrap();
 }
+
+/// The agent sees its render: `render.still` on real Blender answers with the PNG it wrote,
+/// read back from the sandbox (`_meta.image`), byte for byte the file, of the asked size. With
+/// `VIBE_KEEP_RENDER=<file>` the image is also written there, to look at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn a_render_comes_back_with_its_answer() {
+    let (p, _transport, sandbox) = live_pipeline("a render seen", Constraints::default()).await;
+    let rendered = p
+        .call(
+            "render.still",
+            json!({"path": "seen.png", "width": 320, "height": 240, "samples": 8}),
+        )
+        .await;
+    let meta = rendered.meta().expect("a successful render has _meta");
+    let image = meta.image.expect("the render comes back with its answer");
+    assert_eq!(
+        (image.mime_type.as_str(), image.width, image.height),
+        ("image/png", 320, 240)
+    );
+    let file = std::fs::read(sandbox.path().join("seen.png")).unwrap();
+    assert_eq!(image.data, file, "the image is the file the kernel wrote");
+    // A render is not a flat picture: the factory cube and its light give more than one colour
+    // (a PNG of one colour compresses to almost nothing).
+    assert!(file.len() > 2_000, "{} bytes", file.len());
+    if let Some(keep) = std::env::var_os("VIBE_KEEP_RENDER") {
+        std::fs::write(keep, &image.data).unwrap();
+    }
+}

@@ -48,11 +48,15 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 12] = [
+pub const KERNEL_FILES: [(&str, &str); 17] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
         include_str!("../kernel/vibe_kernel/__init__.py"),
+    ),
+    (
+        "vibe_kernel/agent_code.py",
+        include_str!("../kernel/vibe_kernel/agent_code.py"),
     ),
     (
         "vibe_kernel/codeexec.py",
@@ -79,6 +83,18 @@ pub const KERNEL_FILES: [(&str, &str); 12] = [
         include_str!("../kernel/vibe_kernel/lock.py"),
     ),
     (
+        "vibe_kernel/materials.py",
+        include_str!("../kernel/vibe_kernel/materials.py"),
+    ),
+    (
+        "vibe_kernel/objects.py",
+        include_str!("../kernel/vibe_kernel/objects.py"),
+    ),
+    (
+        "vibe_kernel/reads.py",
+        include_str!("../kernel/vibe_kernel/reads.py"),
+    ),
+    (
         "vibe_kernel/snapshot.py",
         include_str!("../kernel/vibe_kernel/snapshot.py"),
     ),
@@ -89,6 +105,10 @@ pub const KERNEL_FILES: [(&str, &str); 12] = [
     (
         "vibe_kernel/tools.py",
         include_str!("../kernel/vibe_kernel/tools.py"),
+    ),
+    (
+        "vibe_kernel/transactions.py",
+        include_str!("../kernel/vibe_kernel/transactions.py"),
     ),
     (
         "vibe_kernel/wire.py",

@@ -34,22 +34,26 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use serde_json::json;
-use vibe_contract::{ToolRegistry, TransactionRole};
+use vibe_contract::ToolRegistry;
 use vibe_errors::{Determinism, Envelope, ErrorBody, ErrorCode};
 
 use crate::error::{ExitReport, TransportError};
-use crate::frame::{Hello, SessionConfig, TransactionCarry};
+use crate::frame::{Hello, SessionConfig};
 use crate::stdio::StdioTransport;
 use crate::transport::{Call, CodeBoundary, Transport};
 
+mod boundary;
 mod cancel;
+mod last_good;
+mod replace;
 mod store;
 
 pub use cancel::CANCEL_GRACE;
 use cancel::Cancels;
 
+use last_good::LastGood;
+
 pub use store::MAX_SCENE_BYTES;
-use store::{Stored, hash_file, take_in};
 
 /// Journal entries after which a fresh checkpoint is taken (bounds the replay on a restore).
 pub const JOURNAL_LIMIT: usize = 64;
@@ -79,27 +83,6 @@ pub fn factory(
             StdioTransport::spawn(options).await
         })
     })
-}
-
-/// The scene agent code left, with the transaction open when it ran, and the session held
-/// exclusive until the bridge decides: no other call runs between the code and the decision.
-struct Checkpoint {
-    stored: Arc<Stored>,
-    transaction: Option<(String, Arc<Stored>)>,
-    _exclusive: tokio::sync::OwnedRwLockWriteGuard<()>,
-}
-
-#[derive(Default)]
-struct LastGood {
-    session: Option<SessionConfig>,
-    checkpoint: Option<Arc<Stored>>,
-    checkpoint_tx: Option<(String, Arc<Stored>)>,
-    journal: Vec<Call>,
-    taken: u64,
-    /// The open transaction: its id and the scene at its `begin`.
-    transaction: Option<(String, Arc<Stored>)>,
-    /// The scene agent code left, awaiting the bridge's decision (boundary mode).
-    pending: Option<Checkpoint>,
 }
 
 /// A [`Transport`] over a child kernel that the bridge kills and replaces when a call passes
@@ -171,15 +154,6 @@ impl SupervisedKernel {
         })
     }
 
-    /// Starts a spare kernel in the background (boundary mode replaces a kernel after every
-    /// agent code call; the spare spares the caller Blender's start, ~0.5-1 s).
-    async fn prepare_spare(&self) {
-        let mut spare = self.spare.lock().await;
-        if spare.is_none() {
-            *spare = Some(tokio::spawn((self.factory)()));
-        }
-    }
-
     /// Trust the kernel's own in-kernel check for agent code (a filter: code can disarm it)
     /// instead of retiring every kernel that ran agent code. Cheaper; for agents you trust.
     pub fn in_kernel_check_only(mut self) -> SupervisedKernel {
@@ -208,286 +182,6 @@ impl SupervisedKernel {
         let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         (current.0, Arc::clone(&current.1))
     }
-
-    /// Where a kernel writes or reads a scene file: its private folder in a jail, else the store.
-    fn exchange_path(&self, kernel: &StdioTransport, name: &str) -> PathBuf {
-        #[cfg(feature = "jail")]
-        if let Some(private) = kernel.private_dir() {
-            return private.join(name);
-        }
-        let _ = kernel;
-        self.store.join(name)
-    }
-
-    /// Saves the scene on `kernel` and moves the file out of the kernel's reach.
-    async fn save(
-        &self,
-        kernel: &StdioTransport,
-        last: &mut LastGood,
-        deadline: Duration,
-    ) -> Result<Arc<Stored>, String> {
-        last.taken += 1;
-        let written = self.exchange_path(kernel, &format!("save-{}.blend", last.taken));
-        let answer = kernel
-            .checkpoint(&written.to_string_lossy(), deadline)
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Envelope::Err(error) = answer {
-            return Err(format!(
-                "the kernel did not save the scene: {}",
-                error.message
-            ));
-        }
-        let kept = self.store.join(format!("kept-{}.blend", last.taken));
-        let hash = take_in(written, kept.clone()).await?;
-        Ok(Arc::new(Stored { path: kept, hash }))
-    }
-
-    /// Takes a new last good state on `kernel`.
-    async fn checkpoint(&self, kernel: &StdioTransport, last: &mut LastGood) -> Result<(), String> {
-        let stored = self.save(kernel, last, RESTORE_DEADLINE).await?;
-        last.checkpoint = Some(stored);
-        last.checkpoint_tx = last.transaction.clone();
-        last.journal.clear();
-        Ok(())
-    }
-
-    /// Hands `stored` (and the transaction open with it) to `kernel`, checked by hash.
-    async fn load(
-        &self,
-        kernel: &StdioTransport,
-        stored: &Stored,
-        transaction: &Option<(String, Arc<Stored>)>,
-    ) -> Result<(), String> {
-        let copy_in = |from: &Stored, name: &str| -> Result<PathBuf, String> {
-            if hash_file(&from.path)? != from.hash {
-                return Err("a checkpoint changed on disk; it is not used".into());
-            }
-            let target = self.exchange_path(kernel, name);
-            // A new file (O_EXCL: a link planted at that path is not followed).
-            let mut source =
-                std::fs::File::open(&from.path).map_err(|e| format!("checkpoint copy: {e}"))?;
-            let mut copy = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&target)
-                .map_err(|e| format!("checkpoint copy: {e}"))?;
-            std::io::copy(&mut source, &mut copy).map_err(|e| format!("checkpoint copy: {e}"))?;
-            Ok(target)
-        };
-        let scene = copy_in(stored, "restore.blend")?;
-        let carry = match transaction {
-            Some((id, begin)) => Some(TransactionCarry {
-                id: id.clone(),
-                snapshot: copy_in(begin, "restore-tx.blend")?
-                    .to_string_lossy()
-                    .into_owned(),
-            }),
-            None => None,
-        };
-        let answer = kernel
-            .restore(&scene.to_string_lossy(), carry.clone(), RESTORE_DEADLINE)
-            .await
-            .map_err(|e| format!("restore: {e}"));
-        let _ = std::fs::remove_file(&scene);
-        if let Some(carry) = carry {
-            let _ = std::fs::remove_file(carry.snapshot);
-        }
-        if let Envelope::Err(error) = answer? {
-            return Err(format!("restore refused: {}", error.message));
-        }
-        Ok(())
-    }
-
-    /// Restores the last good state (checkpoint, then journal) on `kernel`; says what it is.
-    /// The transaction open afterwards is worked out on the way: a replayed `begin` saves its
-    /// scene again (the one saved when it first ran may be missing if the kernel died then).
-    async fn restore_last_good(
-        &self,
-        kernel: &StdioTransport,
-        last: &mut LastGood,
-    ) -> Result<String, String> {
-        let mut restored = "the factory scene (no checkpoint yet)".to_owned();
-        if let Some(checkpoint) = &last.checkpoint {
-            self.load(kernel, checkpoint, &last.checkpoint_tx).await?;
-            restored = "the checkpoint".to_owned();
-        }
-        last.transaction = last.checkpoint_tx.clone();
-        let journal = last.journal.clone();
-        for call in &journal {
-            let mut again = call.clone();
-            again.id = kernel.next_id();
-            let result = match kernel.call(again).await {
-                Ok(Envelope::Ok(result)) => result,
-                Ok(Envelope::Err(error)) => {
-                    let tools: Vec<&str> = journal.iter().map(|c| c.tool.as_str()).collect();
-                    return Err(format!(
-                        "replaying {} failed: {} (checkpoint transaction {:?}, journal {tools:?})",
-                        call.tool,
-                        error.message,
-                        last.checkpoint_tx.as_ref().map(|t| &t.0)
-                    ));
-                }
-                Err(e) => return Err(format!("replaying {} failed: {e}", call.tool)),
-            };
-            match self
-                .registry
-                .get(&call.tool)
-                .and_then(|s| s.transaction_role())
-            {
-                Some(TransactionRole::Begin) => {
-                    let id = transaction_id(&result);
-                    let begin = self.save(kernel, last, RESTORE_DEADLINE).await?;
-                    last.transaction = Some((id, begin));
-                }
-                Some(TransactionRole::Commit | TransactionRole::Rollback) => {
-                    last.transaction = None
-                }
-                None => {}
-            }
-        }
-        if !journal.is_empty() {
-            restored = format!("{restored} and {} journaled calls", journal.len());
-        }
-        Ok(restored)
-    }
-
-    /// A fresh, configured kernel: the warm spare when there is one (and a new spare is started
-    /// in its place), else a new start.
-    async fn fresh(&self, last: &LastGood) -> Result<StdioTransport, String> {
-        let spare = self.spare.lock().await.take();
-        let warm = match spare {
-            Some(handle) => {
-                self.prepare_spare().await;
-                match tokio::time::timeout(RESTORE_DEADLINE, handle).await {
-                    Ok(Ok(Ok(kernel))) => Some(kernel),
-                    _ => None,
-                }
-            }
-            None => None,
-        };
-        let fresh = match warm {
-            Some(kernel) => kernel,
-            None => tokio::time::timeout(RESTORE_DEADLINE, (self.factory)())
-                .await
-                .map_err(|_| "the replacement kernel did not start in time".to_owned())?
-                .map_err(|e| format!("the replacement kernel did not start: {e}"))?,
-        };
-        if let Some(session) = &last.session {
-            fresh
-                .configure(session)
-                .await
-                .map_err(|e| format!("configure: {e}"))?;
-        }
-        Ok(fresh)
-    }
-
-    fn swap(&self, seen: u64, fresh: StdioTransport) {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        *current = (seen + 1, Arc::new(fresh));
-        self.replacements.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Kills `old` (generation `seen`), starts a fresh kernel and restores the last good state.
-    async fn replace(&self, seen: u64, old: &StdioTransport) -> Result<String, String> {
-        old.kill();
-        let mut last = self.last_good.lock().await;
-        if self.generation().0 != seen {
-            return Ok("replaced by a concurrent restore".into());
-        }
-        // (A pending decision holds the session exclusive, so no call that can pass its
-        // deadline runs meanwhile; were there one, the last good state is the state before it.)
-        last.pending = None;
-        let fresh = self.fresh(&last).await?;
-        let restored = self.restore_last_good(&fresh, &mut last).await?;
-        self.swap(seen, fresh);
-        Ok(restored)
-    }
-
-    /// Retires `old`, which ran agent code: the scene it left goes to a fresh kernel (loaded
-    /// with Python auto-execution off) and awaits [`CodeBoundary::settle`].
-    async fn retire(
-        &self,
-        seen: u64,
-        old: &StdioTransport,
-        exclusive: tokio::sync::OwnedRwLockWriteGuard<()>,
-        save_deadline: Duration,
-    ) -> Result<(), String> {
-        let mut last = self.last_good.lock().await;
-        // The kernel that ran the code saves within what is left of the call's deadline (at
-        // least RETIRE_SAVE_MIN): code that stalls the save (a save handler, a patched kernel)
-        // keeps no kernel alive past it; the retirement then fails and the state before the
-        // call is restored.
-        let left = self.save(old, &mut last, save_deadline).await;
-        old.kill();
-        let left = left?;
-        let fresh = self.fresh(&last).await?;
-        self.load(&fresh, &left, &last.transaction).await?;
-        last.pending = Some(Checkpoint {
-            stored: left,
-            transaction: last.transaction.clone(),
-            _exclusive: exclusive,
-        });
-        self.swap(seen, fresh);
-        Ok(())
-    }
-
-    /// Records a successful typed call in the last good state.
-    async fn remember(
-        &self,
-        kernel: &StdioTransport,
-        call: Call,
-        result: &Envelope,
-    ) -> Result<(), String> {
-        let mut last = self.last_good.lock().await;
-        let Some(spec) = self.registry.get(&call.tool) else {
-            return Ok(());
-        };
-        if !spec.mutates() {
-            return Ok(());
-        }
-        let opens = spec.transaction_role() == Some(TransactionRole::Begin);
-        let closes = matches!(
-            spec.transaction_role(),
-            Some(TransactionRole::Commit | TransactionRole::Rollback)
-        );
-        // Journaled first (nothing can fail before it), then the transaction, so a checkpoint
-        // taken below carries the transaction open after this call, not the one before it. If
-        // the kernel dies before the `begin` scene is saved, the replay saves it again.
-        let journaled =
-            spec.determinism != Determinism::Nondeterministic && last.journal.len() < JOURNAL_LIMIT;
-        if journaled {
-            last.journal.push(call);
-        }
-        if opens || closes {
-            last.transaction = None;
-        }
-        if opens {
-            let id = transaction_id(result.result().unwrap_or(&serde_json::Value::Null));
-            let begin = self.save(kernel, &mut last, RESTORE_DEADLINE).await?;
-            last.transaction = Some((id, begin));
-        }
-        if !journaled {
-            self.checkpoint(kernel, &mut last).await?;
-        }
-        Ok(())
-    }
-}
-
-/// The id a `transaction.begin` answered with.
-fn transaction_id(result: &serde_json::Value) -> String {
-    result
-        .get("transaction")
-        .and_then(|t| t.as_str())
-        .unwrap_or("tx-carried")
-        .to_owned()
-}
-
-/// The scene agent code left becomes the last good state.
-fn accept(last: &mut LastGood, pending: Checkpoint) {
-    last.checkpoint = Some(pending.stored);
-    last.checkpoint_tx = pending.transaction;
-    last.journal.clear();
 }
 
 #[async_trait]
@@ -723,46 +417,6 @@ impl Transport for SupervisedKernel {
         let mut folders = self.current().storage_folders();
         folders.push(self.store.clone());
         folders
-    }
-}
-
-#[async_trait]
-impl CodeBoundary for SupervisedKernel {
-    async fn inventory(&self) -> Result<serde_json::Value, TransportError> {
-        let answer = self.current().inventory(RESTORE_DEADLINE).await?;
-        match answer {
-            Envelope::Ok(result) => Ok(result),
-            Envelope::Err(error) => Err(TransportError::Protocol(format!(
-                "the kernel refused an inventory: {}",
-                error.message
-            ))),
-        }
-    }
-
-    async fn settle(&self, keep: bool) -> Result<(), TransportError> {
-        let mut last = self.last_good.lock().await;
-        let Some(pending) = last.pending.take() else {
-            return Ok(());
-        };
-        if keep {
-            accept(&mut last, pending);
-            return Ok(());
-        }
-        // A brand-new kernel, not the one that loaded what the code left: nothing of that file
-        // (however it was crafted) takes part in restoring the state before the code.
-        let old = self.current();
-        let seen = self.generation().0;
-        let fresh = self
-            .fresh(&last)
-            .await
-            .map_err(TransportError::ConnectionLost)?;
-        old.kill();
-        self.restore_last_good(&fresh, &mut last)
-            .await
-            .map_err(TransportError::ConnectionLost)?;
-        self.swap(seen, fresh);
-        drop(pending);
-        Ok(())
     }
 }
 

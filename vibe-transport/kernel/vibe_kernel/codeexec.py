@@ -657,7 +657,7 @@ def reads_only(tree):
     builtins of READ_ONLY_CALLS (by their own names, which it never rebinds), stores only into
     plain names, and contains no node outside READ_ONLY_NODES. Attribute reads stay allowed:
     Blender's properties do not change the scene when read. Such code runs without a rollback
-    point and without the actuator lock's inventories (tools.python_exec): there is nothing to
+    point and without the actuator lock's inventories (agent_code.python_exec): there is nothing to
     take back. A filter of the same kind as the gate, conservative by construction: anything it
     cannot tell is treated as code that may write."""
     if confine.GATE_OFF:

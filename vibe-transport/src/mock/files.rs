@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use vibe_errors::{ErrorBody, ErrorCode, Reason};
 
 use super::MockBlender;
-use super::tools::{ToolResult, not_found, req_str};
+use super::scene::ObjectType;
+use super::tools::{ToolResult, invalid, not_found, opt_u32, req_str};
 use crate::frame::SessionConfig;
 
 const HUMAN_ONLY: &str = "HUMAN_ONLY";
@@ -142,6 +143,50 @@ impl MockBlender {
             .with_detail("rule", "project_root"));
         }
         Ok(target)
+    }
+
+    /// `render.still` with the kernel's checks (sizes, samples, the path, a camera in the
+    /// scene: MockBlender has no scene camera of its own, so any camera object will do). No
+    /// renderer: it writes a real PNG of the asked size in one flat grey at the path, so that
+    /// what reads the image back (the bridge, an MCP client) has a file to read.
+    pub(super) fn render_still(&mut self, params: &Value) -> ToolResult {
+        let relative = req_str(params, "path")?;
+        let width = opt_u32(params, "width")?.unwrap_or(320);
+        let height = opt_u32(params, "height")?.unwrap_or(240);
+        let samples = opt_u32(params, "samples")?.unwrap_or(8);
+        let seed = opt_u32(params, "seed")?.unwrap_or(0);
+        if !((16..=1024).contains(&width)
+            && (16..=1024).contains(&height)
+            && (1..=64).contains(&samples))
+        {
+            return Err(invalid(
+                "width",
+                "width and height must be 16-1024, samples 1-64",
+            ));
+        }
+        let target = self.sandbox_target(relative)?;
+        if relative.contains('#') {
+            return Err(sandbox_refusal(
+                "path",
+                format!("path {relative:?} resolves to a name with '#', which Blender rewrites"),
+            ));
+        }
+        if !self
+            .scene
+            .objects
+            .values()
+            .any(|o| o.kind == ObjectType::Camera)
+        {
+            return Err(invalid("path", "the scene has no camera to render from"));
+        }
+        let png = super::png::solid_png(width, height, [128, 128, 128]);
+        std::fs::write(&target, png).map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::ExecutionFailed,
+                format!("could not write the render: {e}"),
+            )
+        })?;
+        Ok(json!({"path": relative, "width": width, "height": height, "seed": seed}))
     }
 
     pub(super) fn file_save(&mut self, params: &Value) -> ToolResult {

@@ -9,14 +9,17 @@
 //! else, as the kernel does). Faults are injected by a seeded [`FaultPlan`].
 //!
 //! It cannot run Python: its hello offers no `code_exec` unless an embedder plugs in a
-//! [`CodeHandler`], and no `render` (it has no renderer). It offers `file.read` and `file.write`
-//! only when asked ([`MockBlender::with_files`]): it has no .blend reader or writer, so
-//! `file.save` keeps the scene in memory under the path it would have written and `file.open`
-//! loads it back from there; otherwise negotiation excludes those tools honestly.
+//! [`CodeHandler`]. It offers `file.read`, `file.write` and `render` only when asked
+//! ([`MockBlender::with_files`]): it has no .blend reader or writer, so `file.save` keeps the
+//! scene in memory under the path it would have written and `file.open` loads it back from
+//! there; it has no renderer, so `render.still` writes a flat grey PNG of the asked size (a real
+//! file in the sandbox, for whatever reads the image back); otherwise negotiation excludes those
+//! tools honestly.
 
 mod faults;
 mod files;
 mod lock;
+mod png;
 mod scene;
 mod tools;
 mod transport;
@@ -172,9 +175,10 @@ impl MockBlender {
         self
     }
 
-    /// Offers `file.read` and `file.write`: `file.save` keeps the scene in memory under the
-    /// absolute path it would have written (the sandbox joined with the relative path), and
-    /// `file.open` loads a scene kept there, with the kernel's path rules.
+    /// Offers `file.read`, `file.write` and `render`: `file.save` keeps the scene in memory
+    /// under the absolute path it would have written (the sandbox joined with the relative path),
+    /// `file.open` loads a scene kept there, with the kernel's path rules, and `render.still`
+    /// writes a flat grey PNG of the asked size at its path in the sandbox.
     pub fn with_files(mut self) -> MockBlender {
         self.offers_files = true;
         self
@@ -220,6 +224,7 @@ impl MockBlender {
         if self.offers_files {
             features.insert("file.read".into());
             features.insert("file.write".into());
+            features.insert("render".into());
         }
         Hello {
             protocol: PROTOCOL_VERSION,
