@@ -3,6 +3,8 @@
 //! * `pipeline/object_info` vs `pipeline/baseline_bare_mock_call`: the same `object.info` call
 //!   through all six phases, and straight through `MockTransport`. Targets: overhead ratio
 //!   <= 3, and >= 300k calls/s on one core (a current-thread runtime).
+//! * `pipeline/object_info_audited`: the same call through a pipeline with an audit writer
+//!   (records sealed and hashed on the writer's thread, into a sink that drops them).
 //! * `pipeline/object_move` vs `pipeline/baseline_bare_mock_move`: a mutation, which also passes
 //!   the read-only, busy, transaction and sandbox guards.
 
@@ -11,9 +13,23 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
+use vibe_audit::{AuditLog, AuditSink, AuditWriter, ChainHead, Overflow, Redactor};
 use vibe_contract::*;
 use vibe_exec::Pipeline;
 use vibe_transport::{Call, MockBlender, MockTransport, Transport};
+
+/// A sink that drops what it is given.
+struct NullSink;
+
+impl AuditSink for NullSink {
+    fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
+        std::hint::black_box(line);
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -39,7 +55,25 @@ fn bench(c: &mut Criterion) {
     .unwrap();
     let dyn_transport: Arc<dyn Transport> = transport.clone();
     let pipeline = rt
-        .block_on(Pipeline::builder(agreement, dyn_transport).start())
+        .block_on(Pipeline::builder(agreement.clone(), Arc::clone(&dyn_transport)).start())
+        .unwrap();
+    // The same pipeline with the audit writer every real session has: records sealed and
+    // hashed on its thread, written to a sink that drops them (no disk in the figure).
+    let audit = Arc::new(AuditWriter::spawn(
+        AuditLog::new(
+            Box::new(NullSink),
+            ChainHead::genesis(),
+            Redactor::default(),
+        ),
+        4096,
+        Overflow::Backpressure,
+    ));
+    let audited = rt
+        .block_on(
+            Pipeline::builder(agreement, dyn_transport)
+                .audit(audit)
+                .start(),
+        )
         .unwrap();
     let info = json!({"name": "Cube"});
     let mv = json!({"name": "Cube", "location": [1.0, 2.0, 3.0]});
@@ -47,6 +81,9 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     group.bench_function("object_info", |b| {
         b.iter(|| rt.block_on(pipeline.call("object.info", info.clone())))
+    });
+    group.bench_function("object_info_audited", |b| {
+        b.iter(|| rt.block_on(audited.call("object.info", info.clone())))
     });
     group.bench_function("baseline_bare_mock_call", |b| {
         b.iter(|| {

@@ -3,8 +3,9 @@
 //! * `mock/call_round_trip` vs `mock/baseline_in_process`: a `object.info` call through
 //!   `MockTransport` against the same operation on the `MockBlender` directly.
 //! * `tcp/small_call` vs `tcp/baseline_raw_echo`: one `kernel.status` call over loopback TCP to
-//!   the Rust fake kernel, against a raw tokio loopback echo of the same request and response
-//!   bytes. Target ratio <= 1.3.
+//!   the Rust fake kernel, against a raw tokio loopback peer that does the same server work per
+//!   request (parse the frame, run the tool on a MockBlender, write the result frame) for the
+//!   same request bytes. Target ratio <= 1.3.
 //! * `tcp/pipelined_1000`: 1000 small calls in flight at once; target >= 100k calls/s.
 //! * `frame/decode_parse_8mib` vs `frame/baseline_from_slice_8mib`: decoding and parsing an
 //!   8 MiB result frame, against `serde_json::from_slice` of the same envelope bytes. Target >= 70%
@@ -17,7 +18,7 @@ use bytes::BytesMut;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use std::hint::black_box;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Decoder;
 use vibe_errors::Envelope;
@@ -71,15 +72,30 @@ async fn fake_kernel() -> std::net::SocketAddr {
     addr
 }
 
-async fn echo_server(response: Vec<u8>, request_len: usize) -> std::net::SocketAddr {
+/// The baseline's server: a raw loopback peer doing the fake kernel's work per request (parse
+/// the frame, run the tool on a MockBlender, write the result frame) without the protocol
+/// machinery on the client side.
+async fn echo_server(request_len: usize) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.unwrap();
         stream.set_nodelay(true).unwrap();
+        let mut mock = MockBlender::new();
         let mut buf = vec![0u8; request_len];
         while stream.read_exact(&mut buf).await.is_ok() {
-            if stream.write_all(&response).await.is_err() {
+            let Ok(Frame::Call {
+                id, tool, params, ..
+            }) = Frame::parse(&buf[..buf.len() - 1])
+            else {
+                break;
+            };
+            let envelope = mock.execute(&tool, &params);
+            if stream
+                .write_all(&Frame::Result { id, envelope }.to_line())
+                .await
+                .is_err()
+            {
                 break;
             }
         }
@@ -119,9 +135,10 @@ fn tcp(c: &mut Criterion) {
             envelope: answer,
         }
         .to_line();
-        let echo = echo_server(response.clone(), request.len()).await;
+        let echo = echo_server(request.len()).await;
         let raw = TcpStream::connect(echo).await.unwrap();
         raw.set_nodelay(true).unwrap();
+        let raw = tokio::io::BufReader::new(raw);
         (transport, raw, request, response)
     });
     let mut group = c.benchmark_group("tcp");
@@ -136,12 +153,18 @@ fn tcp(c: &mut Criterion) {
             .unwrap()
         })
     });
-    let mut buf = vec![0u8; response.len()];
+    let mut line = Vec::with_capacity(response.len());
     group.bench_function("baseline_raw_echo", |b| {
         b.iter(|| {
             rt.block_on(async {
-                raw.write_all(&request).await.unwrap();
-                raw.read_exact(&mut buf).await.unwrap();
+                raw.get_mut().write_all(&request).await.unwrap();
+                line.clear();
+                raw.read_until(b'\n', &mut line).await.unwrap();
+                assert_eq!(
+                    line.len(),
+                    response.len(),
+                    "the same answer as the fake kernel's"
+                );
             })
         })
     });

@@ -45,6 +45,7 @@
 
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "stdio")]
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
@@ -194,6 +195,7 @@ pub fn private_base() -> std::io::Result<PathBuf> {
     Ok(base)
 }
 
+#[cfg(feature = "stdio")]
 impl StdioOptions {
     /// A headless Blender binary running the kernel over stdio, from its factory settings.
     pub fn blender(binary: impl Into<PathBuf>) -> std::io::Result<StdioOptions> {

@@ -15,8 +15,9 @@ impl SplitMix64 {
     }
 }
 
-/// A value that differs between calls in one process (for unique temporary names).
-#[cfg(feature = "stdio")]
+/// A value that differs between calls in one process (for unique temporary names and a mock
+/// kernel's instance id).
+#[cfg(any(feature = "stdio", feature = "tcp", feature = "mock"))]
 pub fn unique_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
