@@ -14,7 +14,7 @@
 
 use std::io::Write;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use vibe_contract::write_canonical;
 
 /// `prev` of the very first record of a log.
@@ -112,7 +112,9 @@ impl Event {
         }
     }
 
-    /// An answer; the failure class is taken from the envelope.
+    /// An answer; the failure class is taken from the envelope. An image the answer carries
+    /// (`_meta.image`, a render) is recorded by its type and size, not its bytes: the file stays
+    /// in the sandbox, and a log of renders does not grow by their pixels.
     pub fn answer(
         session: impl Into<String>,
         call_id: u64,
@@ -120,10 +122,19 @@ impl Event {
         envelope: &vibe_errors::Envelope,
     ) -> Event {
         let class = envelope.error().map(|e| format!("{:?}", e.class()));
+        let mut recorded = envelope.to_value();
+        if let Some(image) = recorded
+            .pointer_mut("/result/_meta/image")
+            .and_then(Value::as_object_mut)
+            && let Some(Value::String(data)) = image.remove("data")
+        {
+            let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+            image.insert("bytes".into(), json!(data.len() / 4 * 3 - padding));
+        }
         Event {
             tool: Some(tool.into()),
             call_id: Some(call_id),
-            envelope: Some(envelope.to_value()),
+            envelope: Some(recorded),
             class,
             ..Event::new(session, RecordKind::Answer)
         }
@@ -287,6 +298,27 @@ pub fn rfc3339(secs: i64, millis: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_records_its_image_by_size_not_bytes() {
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend_from_slice(&16u32.to_be_bytes());
+        png.extend_from_slice(&16u32.to_be_bytes());
+        png.extend_from_slice(&[7; 1000]);
+        let meta = vibe_errors::Meta {
+            image: Some(vibe_errors::Image::png(png.clone()).unwrap()),
+            ..vibe_errors::Meta::default()
+        };
+        let envelope = vibe_errors::Envelope::ok(json!({"path": "a.png"})).with_meta(meta);
+        let event = Event::answer("s", 1, "render.still", &envelope);
+        let image = &event.envelope.as_ref().unwrap()["result"]["_meta"]["image"];
+        assert!(image.get("data").is_none());
+        assert_eq!(image["bytes"], png.len());
+        assert_eq!(
+            (image["width"].as_u64(), image["height"].as_u64()),
+            (Some(16), Some(16))
+        );
+    }
 
     #[test]
     fn dates() {

@@ -650,8 +650,13 @@ def install_busy_handlers(kernel):
     @bpy.app.handlers.persistent
     def forget(*_):
         # Undo and redo reallocate datablocks (as loads do; see file_op and Kernel.file_loaded):
-        # cached references must not survive them, and the records find their blocks again
-        # (lock.reattach; the agent's modifiers on the human's objects are the human's again).
+        # cached references must not survive them.
+        shared.identity.clear()
+
+    @bpy.app.handlers.persistent
+    def reattach(*_):
+        # After the step the records find their blocks again (lock.reattach; the agent's
+        # modifiers on the human's objects are the human's again).
         shared.identity.clear()
         lock.reattach(shared)
 
@@ -667,7 +672,7 @@ def install_busy_handlers(kernel):
 
     wanted = [("load_pre", busy), ("load_post", ready), ("save_pre", busy), ("save_post", ready),
               ("load_post_fail", ready), ("save_post_fail", ready), ("load_post", loaded), ("save_post", saved)]
-    wanted += [(name, forget) for name in ("undo_pre", "undo_post", "redo_pre", "redo_post")]
+    wanted += [("undo_pre", forget), ("redo_pre", forget), ("undo_post", reattach), ("redo_post", reattach)]
     for name, fn in wanted:
         handlers = getattr(bpy.app.handlers, name, None)
         if handlers is not None:
