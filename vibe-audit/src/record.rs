@@ -123,13 +123,11 @@ impl Event {
     ) -> Event {
         let class = envelope.error().map(|e| format!("{:?}", e.class()));
         let mut recorded = envelope.to_value();
-        if let Some(image) = recorded
-            .pointer_mut("/result/_meta/image")
-            .and_then(Value::as_object_mut)
-            && let Some(Value::String(data)) = image.remove("data")
+        if let Some(data) = vibe_errors::take_image_data(&mut recorded)
+            && let Some(image) = recorded.pointer_mut("/result/_meta/image")
         {
             let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
-            image.insert("bytes".into(), json!(data.len() / 4 * 3 - padding));
+            image["bytes"] = json!(data.len() / 4 * 3 - padding);
         }
         Event {
             tool: Some(tool.into()),

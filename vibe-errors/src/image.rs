@@ -78,6 +78,20 @@ impl Image {
     }
 }
 
+/// Takes the bytes (base64) of the image out of an envelope's JSON (`result._meta.image.data`),
+/// leaving its type and size: for the places that carry or keep the image otherwise (an MCP
+/// image block) or not at all (the audit log).
+pub fn take_image_data(envelope: &mut serde_json::Value) -> Option<String> {
+    match envelope
+        .pointer_mut("/result/_meta/image")?
+        .as_object_mut()?
+        .remove("data")?
+    {
+        serde_json::Value::String(data) => Some(data),
+        _ => None,
+    }
+}
+
 fn to_base64<S: Serializer>(data: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(&STANDARD.encode(data))
 }

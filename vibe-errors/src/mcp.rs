@@ -8,6 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::envelope::Envelope;
+use crate::image::take_image_data;
 
 impl Envelope {
     /// The envelope as an MCP `tools/call` result.
@@ -24,13 +25,10 @@ impl Envelope {
     /// without the bytes, which travel once.
     pub fn to_mcp_tool_result(&self) -> Value {
         let mut envelope = self.to_value();
-        let image = envelope
-            .pointer_mut("/result/_meta/image")
-            .and_then(Value::as_object_mut)
-            .and_then(|image| {
-                let data = image.remove("data")?;
-                Some(json!({"type": "image", "data": data, "mimeType": image.get("mime_type")?}))
-            });
+        let image = take_image_data(&mut envelope).map(|data| {
+            let mime_type = envelope.pointer("/result/_meta/image/mime_type").cloned();
+            json!({"type": "image", "data": data, "mimeType": mime_type})
+        });
         let text = serde_json::to_string(&envelope).unwrap_or_default();
         let mut content = vec![json!({ "type": "text", "text": text })];
         content.extend(image);

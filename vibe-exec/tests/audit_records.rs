@@ -113,16 +113,7 @@ impl Transport for Replacing {
 
 #[tokio::test]
 async fn a_kernel_the_bridge_replaced_is_a_recovery_in_the_chain() {
-    let sink = vibe_audit::MemorySink::new();
-    let audit = Arc::new(AuditWriter::spawn(
-        AuditLog::new(
-            Box::new(sink.clone()),
-            ChainHead::genesis(),
-            Redactor::default(),
-        ),
-        64,
-        Overflow::Backpressure,
-    ));
+    let (audit, written) = memory_audit();
     let transport = Arc::new(Replacing(MockTransport::new(MockBlender::new())));
     let agreement = agreement_for(transport.hello(), "replaced", None, &[]);
     let p = vibe_exec::Pipeline::builder(agreement, transport)
@@ -137,11 +128,7 @@ async fn a_kernel_the_bridge_replaced_is_a_recovery_in_the_chain() {
     // The session goes on.
     assert!(p.call("object.info", json!({"name": "Cube"})).await.is_ok());
     audit.flush().unwrap();
-    let records: Vec<Value> = String::from_utf8(sink.bytes())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = written();
     let recovered: Vec<&Value> = records
         .iter()
         .filter(|r| r["kind"] == "recovered")
@@ -159,16 +146,7 @@ async fn a_kernel_the_bridge_replaced_is_a_recovery_in_the_chain() {
 /// id underneath) is still recorded, answered and cancellable by the id it was called with.
 #[tokio::test]
 async fn the_audit_pairs_call_and_answer_after_a_repeat() {
-    let sink = vibe_audit::MemorySink::new();
-    let audit = Arc::new(AuditWriter::spawn(
-        AuditLog::new(
-            Box::new(sink.clone()),
-            ChainHead::genesis(),
-            Redactor::default(),
-        ),
-        64,
-        Overflow::Backpressure,
-    ));
+    let (audit, written) = memory_audit();
     let constraints = vibe_contract::Constraints {
         time_per_tool_ms: 2_000,
         ..Default::default()
@@ -188,11 +166,7 @@ async fn the_audit_pairs_call_and_answer_after_a_repeat() {
     assert!(set.is_ok(), "{set:?}");
     assert_eq!(transport.count(), 2, "sent twice: dropped, then repeated");
     audit.flush().unwrap();
-    let records: Vec<Value> = String::from_utf8(sink.bytes())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = written();
     let of = |kind: &str| -> Vec<u64> {
         records
             .iter()

@@ -6,54 +6,12 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use serde_json::{Value, json};
 use support::*;
-use vibe_audit::{AuditLog, AuditWriter, ChainHead, Overflow, Redactor};
 use vibe_errors::Envelope;
-use vibe_transport::{
-    Call, Hello, MockBlender, MockTransport, SessionConfig, Transport, TransportError,
-};
-
-/// Records how calls reach the kernel: `call` alone, or `call_batch` with its tools.
-struct Recording {
-    inner: MockTransport,
-    seen: Mutex<Vec<Vec<String>>>,
-}
-
-#[async_trait]
-impl Transport for Recording {
-    fn hello(&self) -> &Hello {
-        self.inner.hello()
-    }
-    fn next_id(&self) -> u64 {
-        self.inner.next_id()
-    }
-    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
-        self.inner.configure(session).await
-    }
-    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
-        self.seen.lock().unwrap().push(vec![call.tool.clone()]);
-        self.inner.call(call).await
-    }
-    async fn call_batch(&self, calls: Vec<Call>) -> Vec<Result<Envelope, TransportError>> {
-        let tools = calls.iter().map(|c| format!("batch:{}", c.tool)).collect();
-        self.seen.lock().unwrap().push(tools);
-        let mut answers = Vec::new();
-        for call in calls {
-            answers.push(self.inner.call(call).await);
-        }
-        answers
-    }
-    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        self.inner.cancel(id).await
-    }
-    async fn close(&self) -> Result<(), TransportError> {
-        self.inner.close().await
-    }
-}
+use vibe_transport::MockBlender;
 
 fn calls() -> Vec<(String, Value)> {
     [
@@ -86,27 +44,9 @@ fn comparable(envelope: &Envelope) -> Value {
 
 #[tokio::test]
 async fn a_batch_answers_as_the_same_calls_one_by_one_and_sends_reads_together() {
-    let sink = vibe_audit::MemorySink::new();
-    let audit = Arc::new(AuditWriter::spawn(
-        AuditLog::new(
-            Box::new(sink.clone()),
-            ChainHead::genesis(),
-            Redactor::default(),
-        ),
-        256,
-        Overflow::Backpressure,
-    ));
-    let transport = Arc::new(Recording {
-        inner: MockTransport::new(MockBlender::new()),
-        seen: Mutex::new(Vec::new()),
-    });
-    let agreement = agreement_for(transport.hello(), "batch", None, &[]);
-    let dyn_transport: Arc<dyn Transport> = transport.clone();
-    let batched = vibe_exec::Pipeline::builder(agreement, dyn_transport)
-        .audit(Arc::clone(&audit))
-        .start()
-        .await
-        .unwrap();
+    let (audit, written) = memory_audit();
+    let (transport, builder) = builder(MockBlender::new(), None, &[]);
+    let batched = builder.audit(Arc::clone(&audit)).start().await.unwrap();
     let answers = batched.call_batch(calls()).await;
 
     let one_by_one = rig(MockBlender::new()).await;
@@ -135,7 +75,7 @@ async fn a_batch_answers_as_the_same_calls_one_by_one_and_sends_reads_together()
     );
 
     // Reads went together (the refused one never reached the kernel); writes went alone.
-    let seen = transport.seen.lock().unwrap().clone();
+    let seen = transport.sent.lock().unwrap().clone();
     let sends: Vec<Vec<String>> = seen
         .into_iter()
         .filter(|tools| !tools.iter().any(|t| t.ends_with("kernel.status")))
@@ -158,11 +98,7 @@ async fn a_batch_answers_as_the_same_calls_one_by_one_and_sends_reads_together()
 
     // Every call has its own call and answer record, paired by one id.
     audit.flush().unwrap();
-    let records: Vec<Value> = String::from_utf8(sink.bytes())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = written();
     let of = |kind: &str| -> Vec<(u64, String)> {
         records
             .iter()

@@ -1110,10 +1110,9 @@ async fn log_only_mode_records_and_runs() {
         vibe_contract::CodeGateMode::Enforcing
     );
 
-    let transport = std::sync::Arc::new(Counting {
-        inner: vibe_transport::MockTransport::new(python_mock()),
-        calls: Default::default(),
-    });
+    let transport = std::sync::Arc::new(Counting::new(vibe_transport::MockTransport::new(
+        python_mock(),
+    )));
     let hello = vibe_transport::Transport::hello(transport.as_ref()).clone();
     let host = vibe_contract::HostProfile {
         name: "t".into(),

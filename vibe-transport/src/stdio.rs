@@ -406,13 +406,15 @@ impl Transport for StdioTransport {
     }
 
     async fn call_batch(&self, calls: Vec<Call>) -> Vec<Result<Envelope, TransportError>> {
-        let mut answers = self.connection.call_batch(calls).await;
-        for answer in &mut answers {
-            if let Err(error) = answer {
-                *error = self.explain(error.clone()).await;
+        // The failures are explained together: each may wait for the exit report, once.
+        let answers = self.connection.call_batch(calls).await;
+        futures::future::join_all(answers.into_iter().map(|answer| async move {
+            match answer {
+                Err(error) => Err(self.explain(error).await),
+                answer => answer,
             }
-        }
-        answers
+        }))
+        .await
     }
 
     fn storage_folders(&self) -> Vec<std::path::PathBuf> {

@@ -13,13 +13,22 @@ use vibe_transport::{
     Call, FaultPlan, Hello, MockBlender, MockTransport, SessionConfig, Transport, TransportError,
 };
 
-/// Counts the calls that reach the kernel.
+/// Counts the calls that reach the kernel, and keeps how they were sent: `[tool]` for a call
+/// alone, `["batch:tool", ...]` for a batch.
 pub struct Counting {
     pub inner: MockTransport,
     pub calls: AtomicU64,
+    pub sent: Mutex<Vec<Vec<String>>>,
 }
 
 impl Counting {
+    pub fn new(inner: MockTransport) -> Counting {
+        Counting {
+            inner,
+            calls: AtomicU64::new(0),
+            sent: Mutex::new(Vec::new()),
+        }
+    }
     pub fn count(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }
@@ -44,7 +53,18 @@ impl Transport for Counting {
     }
     async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        self.sent.lock().unwrap().push(vec![call.tool.clone()]);
         self.inner.call(call).await
+    }
+    async fn call_batch(&self, calls: Vec<Call>) -> Vec<Result<Envelope, TransportError>> {
+        let tools = calls.iter().map(|c| format!("batch:{}", c.tool)).collect();
+        self.sent.lock().unwrap().push(tools);
+        let mut answers = Vec::new();
+        for call in calls {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            answers.push(self.inner.call(call).await);
+        }
+        answers
     }
     async fn cancel(&self, id: u64) -> Result<(), TransportError> {
         self.inner.cancel(id).await
@@ -113,10 +133,7 @@ pub fn builder(
     constraints: Option<Constraints>,
     extra_caps: &[&str],
 ) -> (Arc<Counting>, PipelineBuilder) {
-    let transport = Arc::new(Counting {
-        inner: MockTransport::new(mock),
-        calls: AtomicU64::new(0),
-    });
+    let transport = Arc::new(Counting::new(MockTransport::new(mock)));
     let agreement = agreement_for(transport.hello(), "session-a", constraints, extra_caps);
     let dyn_transport: Arc<dyn Transport> = transport.clone();
     (transport, Pipeline::builder(agreement, dyn_transport))
@@ -208,4 +225,30 @@ pub async fn live_jailed_pipeline(
         builder = builder.sandbox(vibe_exec::Sandbox::new(sandbox).unwrap());
     }
     (builder.start().await.unwrap(), transport)
+}
+
+/// An audit writer over an in-memory sink, and the records it wrote so far (after a flush).
+pub fn memory_audit() -> (
+    Arc<vibe_audit::AuditWriter>,
+    impl Fn() -> Vec<serde_json::Value>,
+) {
+    use vibe_audit::{AuditLog, AuditWriter, ChainHead, MemorySink, Overflow, Redactor};
+    let sink = MemorySink::new();
+    let writer = Arc::new(AuditWriter::spawn(
+        AuditLog::new(
+            Box::new(sink.clone()),
+            ChainHead::genesis(),
+            Redactor::default(),
+        ),
+        256,
+        Overflow::Backpressure,
+    ));
+    let records = move || {
+        String::from_utf8(sink.bytes())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    (writer, records)
 }

@@ -665,9 +665,8 @@ def reads_only(tree):
     for node in ast.walk(tree):
         if not isinstance(node, READ_ONLY_NODES):
             return False
-        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)) and not isinstance(node.ctx, ast.Load):
-            if isinstance(node, ast.Starred) and isinstance(node.value, ast.Name):
-                continue
+        # Stores and deletes through an attribute or an item (a starred target's value is one).
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
             return False
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id in READ_ONLY_CALLS:
             return False

@@ -93,10 +93,7 @@ impl Connection {
             for (position, answer) in positions.iter().zip(join_all(singles).await) {
                 answers[*position] = Some(answer);
             }
-            return answers
-                .into_iter()
-                .map(Option::unwrap_or_default_error)
-                .collect();
+            return answers.into_iter().map(answered).collect();
         }
         let guards: Vec<InFlight<'_>> = waiting
             .iter()
@@ -115,10 +112,7 @@ impl Connection {
             for (position, ..) in waiting {
                 answers[position] = Some(Err(error.clone()));
             }
-            return answers
-                .into_iter()
-                .map(Option::unwrap_or_default_error)
-                .collect();
+            return answers.into_iter().map(answered).collect();
         }
         let waits = waiting.into_iter().zip(guards).map(
             |((position, snapshot, deadline, receiver), guard)| async move {
@@ -130,25 +124,16 @@ impl Connection {
             answers[position] = Some(answer);
         }
         drop(permit);
-        answers
-            .into_iter()
-            .map(Option::unwrap_or_default_error)
-            .collect()
+        answers.into_iter().map(answered).collect()
     }
 }
 
 /// Every position of a batch is answered exactly once above; a hole would be a bug, answered
 /// as an error rather than a panic.
-trait AnswerSlot {
-    fn unwrap_or_default_error(self) -> Answer;
-}
-
-impl AnswerSlot for Option<Answer> {
-    fn unwrap_or_default_error(self) -> Answer {
-        self.unwrap_or_else(|| {
-            Err(TransportError::Protocol(
-                "a call of the batch got no answer".into(),
-            ))
-        })
-    }
+fn answered(slot: Option<Answer>) -> Answer {
+    slot.unwrap_or_else(|| {
+        Err(TransportError::Protocol(
+            "a call of the batch got no answer".into(),
+        ))
+    })
 }
