@@ -15,7 +15,7 @@ from vibe_kernel import confine  # noqa: E402
 
 confine.STATE = confine.establish()
 
-from vibe_kernel.wire import main  # noqa: E402
+from vibe_kernel.headless import main  # noqa: E402
 
 argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
 main(argv)

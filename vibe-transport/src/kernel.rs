@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 17] = [
+pub const KERNEL_FILES: [(&str, &str); 26] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -60,6 +60,22 @@ pub const KERNEL_FILES: [(&str, &str); 17] = [
         include_str!("../kernel/vibe_kernel/agent_code.py"),
     ),
     (
+        "vibe_kernel/app_handlers.py",
+        include_str!("../kernel/vibe_kernel/app_handlers.py"),
+    ),
+    (
+        "vibe_kernel/channel.py",
+        include_str!("../kernel/vibe_kernel/channel.py"),
+    ),
+    (
+        "vibe_kernel/code_gate.py",
+        include_str!("../kernel/vibe_kernel/code_gate.py"),
+    ),
+    (
+        "vibe_kernel/code_policy.py",
+        include_str!("../kernel/vibe_kernel/code_policy.py"),
+    ),
+    (
         "vibe_kernel/codeexec.py",
         include_str!("../kernel/vibe_kernel/codeexec.py"),
     ),
@@ -68,12 +84,24 @@ pub const KERNEL_FILES: [(&str, &str); 17] = [
         include_str!("../kernel/vibe_kernel/confine.py"),
     ),
     (
+        "vibe_kernel/deadline.py",
+        include_str!("../kernel/vibe_kernel/deadline.py"),
+    ),
+    (
         "vibe_kernel/envelope.py",
         include_str!("../kernel/vibe_kernel/envelope.py"),
     ),
     (
         "vibe_kernel/files.py",
         include_str!("../kernel/vibe_kernel/files.py"),
+    ),
+    (
+        "vibe_kernel/gatekeeper.py",
+        include_str!("../kernel/vibe_kernel/gatekeeper.py"),
+    ),
+    (
+        "vibe_kernel/headless.py",
+        include_str!("../kernel/vibe_kernel/headless.py"),
     ),
     (
         "vibe_kernel/index.py",
@@ -92,6 +120,10 @@ pub const KERNEL_FILES: [(&str, &str); 17] = [
         include_str!("../kernel/vibe_kernel/objects.py"),
     ),
     (
+        "vibe_kernel/read_only.py",
+        include_str!("../kernel/vibe_kernel/read_only.py"),
+    ),
+    (
         "vibe_kernel/reads.py",
         include_str!("../kernel/vibe_kernel/reads.py"),
     ),
@@ -102,6 +134,10 @@ pub const KERNEL_FILES: [(&str, &str); 17] = [
     (
         "vibe_kernel/state.py",
         include_str!("../kernel/vibe_kernel/state.py"),
+    ),
+    (
+        "vibe_kernel/tcp.py",
+        include_str!("../kernel/vibe_kernel/tcp.py"),
     ),
     (
         "vibe_kernel/tools.py",

@@ -22,7 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel.wire import Kernel, encode  # noqa: E402
+from vibe_kernel.channel import encode  # noqa: E402
+from vibe_kernel.wire import Kernel  # noqa: E402
 
 CAPABILITIES = ["scene.read", "scene.write", "transactions", "code_exec"]
 

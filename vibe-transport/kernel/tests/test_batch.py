@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bpy  # noqa: E402
 
 from vibe_kernel import wire  # noqa: E402
+from vibe_kernel.channel import Channel, drain  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 
 
@@ -31,9 +32,9 @@ class BatchTest(unittest.TestCase):
         this (main) thread; returns the writes and the frames written."""
         writes = []
         inbox = queue.Queue()
-        channel = wire.Channel(self.k, inbox, io.BytesIO(b"".join(line(f) for f in frames)), writes.append)
+        channel = Channel(self.k, inbox, io.BytesIO(b"".join(line(f) for f in frames)), writes.append)
         channel.run()
-        wire.drain(self.k, inbox, deadline=time.monotonic() + 30)
+        drain(self.k, inbox, deadline=time.monotonic() + 30)
         frames_out = [json.loads(text) for chunk in writes for text in chunk.decode().splitlines()]
         return writes, frames_out[1:]  # after the hello
 

@@ -23,7 +23,7 @@ sys.path.insert(0, KERNEL_DIR)
 
 import bpy  # noqa: E402
 
-from vibe_kernel import lock, wire  # noqa: E402
+from vibe_kernel import app_handlers, channel, headless, lock, wire  # noqa: E402
 from vibe_kernel.state import Session  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 from kernel_case import KernelCalls  # noqa: E402
@@ -71,8 +71,8 @@ class FileTest(KernelCalls, unittest.TestCase):
         self.a = self.k.state
         self.a.configure({"session_id": "agent", "capabilities": CAPABILITIES, "sandbox": self.sandbox,
                           "project_roots": [self.project]})
-        wire.install_busy_handlers(self.k)
-        self.addCleanup(wire.remove_handlers, self.k)
+        app_handlers.install_busy_handlers(self.k)
+        self.addCleanup(app_handlers.remove_handlers, self.k)
         self.addCleanup(self.drop_transaction)
 
     def drop_transaction(self):
@@ -94,7 +94,7 @@ class FileTest(KernelCalls, unittest.TestCase):
         answer = self.k.handle({"type": "call", "id": self.frames, "tool": tool, "params": params},
                                session or self.a)
         self.k.state = self.a  # `call` runs in the first session
-        json.loads(wire.encode(answer))
+        json.loads(channel.encode(answer))
         return answer["envelope"]
 
 
@@ -348,10 +348,10 @@ class StartTest(unittest.TestCase):
 
 class CommandLineTest(unittest.TestCase):
     def test_open_is_parsed(self):
-        options = wire.parse_args(["--stdio", "--factory", "--open", "/x/a.blend"])
+        options = headless.parse_args(["--stdio", "--factory", "--open", "/x/a.blend"])
         self.assertEqual((options["mode"], options["factory"], options["open"]), ("stdio", True, "/x/a.blend"))
         with self.assertRaises(SystemExit):
-            wire.parse_args(["--stdio", "--open"])
+            headless.parse_args(["--stdio", "--open"])
 
     def test_a_kernel_started_with_open_serves_that_file_as_the_humans(self):
         top = tempfile.mkdtemp(prefix="vibe-open-")

@@ -3,7 +3,7 @@
     python -m unittest discover -s vibe-transport/kernel/tests      (a Python with bpy)
     blender -b --factory-startup --python-exit-code 1 --python vibe-transport/kernel/tests/run_in_blender.py
 
-The second gate (codeexec) with a sample payload per rule, the deadline that catching cannot
+The second gate (code_gate) with a sample payload per rule, the deadline that catching cannot
 defeat, NaN and infinities in arguments and answers, stdout escaping and redaction, and sandbox
 paths checked after links are resolved.
 """
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel import codeexec, envelope, wire  # noqa: E402
+from vibe_kernel import channel, code_gate, code_policy, codeexec, envelope  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
@@ -180,8 +180,8 @@ class GateTest(Base):
     def test_the_kernel_gate_answers_the_same_without_the_kernel(self):
         for rule, code in self.SAMPLES:
             with self.subTest(code=code):
-                with self.assertRaises(codeexec.GateViolation) as caught:
-                    codeexec.check(codeexec.parse(code))
+                with self.assertRaises(code_gate.GateViolation) as caught:
+                    code_gate.check(code_gate.parse(code))
                 self.assertEqual(caught.exception.rule, rule)
 
     def test_classes_run(self):
@@ -267,13 +267,13 @@ class GateTest(Base):
         self.still_serves()
 
     def test_oversized_code_is_refused_before_it_is_read(self):
-        code = "x = 1\n" * (codeexec.MAX_SOURCE_BYTES // 6 + 1)
+        code = "x = 1\n" * (code_policy.MAX_SOURCE_BYTES // 6 + 1)
         self.assertEqual(self.blocked(code)["details"]["rule"], "source_too_large")
 
     def test_brackets_inside_strings_and_comments_do_not_count(self):
-        self.assertIsNone(codeexec.nesting_violation("x = '" + "(" * 500 + "'  # " + "[" * 500 + "\ny = \"\"\"" + "{" * 500 + "\"\"\""))
-        self.assertIsNone(codeexec.nesting_violation("x = 'it\\'s (' + r\"\\\" (\""))
-        self.assertEqual(codeexec.nesting_violation("a = 1\nb = " + "(" * 101), 2)
+        self.assertIsNone(code_gate.nesting_violation("x = '" + "(" * 500 + "'  # " + "[" * 500 + "\ny = \"\"\"" + "{" * 500 + "\"\"\""))
+        self.assertIsNone(code_gate.nesting_violation("x = 'it\\'s (' + r\"\\\" (\""))
+        self.assertEqual(code_gate.nesting_violation("a = 1\nb = " + "(" * 101), 2)
         self.assertEqual(self.ran("print('" + "(" * 300 + "')")[:3], "(((")
 
 
@@ -373,7 +373,7 @@ class OutputTest(Base):
         self.assertEqual(answer["result"]["stdout"], "a\\ud800b \\udcff\n\U0001F600\n")
         # And through the wire's own encoder, then a strict UTF-8 round trip.
         frame = self.k.handle({"type": "call", "id": 1, "tool": "python.exec", "params": {"code": "print('\\ud800')"}})
-        line = wire.encode(frame).decode("utf-8")
+        line = channel.encode(frame).decode("utf-8")
         self.assertIsNone(re.search(r"(?<!\\)\\ud[89a-f]", line), line)  # no bare surrogate escape
         self.assertEqual(json.loads(line)["envelope"]["result"]["stdout"], "\\ud800\n")
 
@@ -425,7 +425,7 @@ class NonFiniteTest(Base):
         frame = json.loads('{"type": "call", "id": 7, "tool": "object.move", '
                            '"params": {"name": "Cube", "location": [NaN, Infinity, 1e999]}}')
         answer = self.k.handle(frame)
-        json.loads(wire.encode(answer))
+        json.loads(channel.encode(answer))
         self.assertEqual(answer["envelope"]["error"]["details"]["field"], "location")
 
     def test_a_scene_with_nan_transforms_still_answers(self):
@@ -445,7 +445,7 @@ class NonFiniteTest(Base):
             with self.subTest(tool=tool):
                 frame = self.k.handle({"type": "call", "id": 1, "tool": tool, "params": params})
                 self.assertTrue(frame["envelope"]["ok"], frame)
-                json.loads(wire.encode(frame))  # allow_nan=False on the wire
+                json.loads(channel.encode(frame))  # allow_nan=False on the wire
                 strict_json(frame)
         info = self.k.call("object.info", {"name": "Cube"})["result"]
         self.assertIsNone(info["location"][0])

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel import wire  # noqa: E402
+from vibe_kernel import app_handlers  # noqa: E402
 from vibe_kernel.index import SCENE_INDEX  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 
@@ -46,8 +46,8 @@ class IndexProperty(unittest.TestCase):
         self.k = Kernel()
         self.k.state.features.add("code_exec")
         self.k.state.configure({"session_id": "agent", "capabilities": CAPABILITIES})
-        wire.install_busy_handlers(self.k)
-        self.addCleanup(wire.remove_handlers, self.k)
+        app_handlers.install_busy_handlers(self.k)
+        self.addCleanup(app_handlers.remove_handlers, self.k)
 
     def agrees(self, context):
         scene = bpy.context.scene

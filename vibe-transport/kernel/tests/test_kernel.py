@@ -187,10 +187,10 @@ class CodeExecTest(unittest.TestCase):
 class TokenTest(unittest.TestCase):
     def test_tcp_always_has_a_token(self):
         import stat
-        from vibe_kernel import wire
+        from vibe_kernel import tcp
 
-        self.assertEqual(wire.ensure_token("given"), "given")
-        made = wire.ensure_token(None)
+        self.assertEqual(tcp.ensure_token("given"), "given")
+        made = tcp.ensure_token(None)
         self.assertGreaterEqual(len(made), 32)
         path = os.path.join(tempfile.gettempdir(), "vibe-kernel-token-%d" % os.getpid())
         with open(path, encoding="utf-8") as f:

@@ -1,4 +1,4 @@
-"""Code proven read-only (codeexec.reads_only) runs without a rollback point and without the
+"""Code proven read-only (read_only.reads_only) runs without a rollback point and without the
 actuator lock's inventories, so the proof must hold: every snippet of a corpus of ways to write
 through builtins, in-place operators, stores and rebinding is run through python.exec, and
 whenever the classifier calls it read-only, the scene's fingerprint (snapshot.fingerprint, an
@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel import codeexec, snapshot  # noqa: E402
+from vibe_kernel import code_gate, read_only, snapshot  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 from kernel_case import KernelCalls  # noqa: E402
 
@@ -66,7 +66,7 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
         self.k.state.configure({"session_id": "agent", "capabilities": ["scene.read", "scene.write", "code_exec"]})
 
     def classified(self, code):
-        return codeexec.reads_only(codeexec.parse(code))
+        return read_only.reads_only(code_gate.parse(code))
 
     def test_readers_are_read_only_and_change_nothing(self):
         for code in READERS:

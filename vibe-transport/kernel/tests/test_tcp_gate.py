@@ -17,22 +17,22 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vibe_kernel import wire  # noqa: E402
+from vibe_kernel import channel, gatekeeper, tcp, wire  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 
 
 class GateTest(unittest.TestCase):
     def setUp(self):
         self.kernel = Kernel()
-        self.server = wire.listen("127.0.0.1", 0)
+        self.server = tcp.listen("127.0.0.1", 0)
         self.port = self.server.getsockname()[1]
-        self.gate = wire.Gatekeeper()
+        self.gate = gatekeeper.Gatekeeper()
         self.inbox = queue.Queue()
-        self.saved = wire.PRE_AUTH_S
-        wire.PRE_AUTH_S = 0.5
+        self.saved = channel.PRE_AUTH_S
+        channel.PRE_AUTH_S = 0.5
 
         self.sockets = []
-        self.accepting = threading.Thread(target=wire.accept_forever,
+        self.accepting = threading.Thread(target=tcp.accept_forever,
                                           args=(self.kernel, self.server, self.inbox, "secret", self.gate),
                                           daemon=True)
         self.accepting.start()
@@ -43,12 +43,12 @@ class GateTest(unittest.TestCase):
         deadline = time.monotonic() + limit
         while not ready():
             self.assertLess(time.monotonic(), deadline, "no answer in time")
-            wire.drain(self.kernel, self.inbox, deadline=time.monotonic() + wire.TICK_BUDGET_S)
+            channel.drain(self.kernel, self.inbox, deadline=time.monotonic() + channel.TICK_BUDGET_S)
             time.sleep(0.002)
 
     def tearDown(self):
-        wire.PRE_AUTH_S = self.saved
-        wire.stop_listening(self.server)
+        channel.PRE_AUTH_S = self.saved
+        tcp.stop_listening(self.server)
         for sock in self.sockets:
             sock.close()
         # No thread of the test may outlive it: the bpy 4.5 module hangs at exit while any
@@ -130,7 +130,7 @@ class GateTest(unittest.TestCase):
         sock.close()
 
     def test_sessions_past_the_bound_are_refused_clearly(self):
-        held = [self.session("s-%d" % i) for i in range(wire.MAX_CONNECTIONS)]
+        held = [self.session("s-%d" % i) for i in range(gatekeeper.MAX_CONNECTIONS)]
         sock, reader = self.connect()
         sock.sendall(b'{"type":"auth","token":"secret"}\n')
         answer = json.loads(reader.readline())
@@ -138,15 +138,15 @@ class GateTest(unittest.TestCase):
         self.assertEqual(reader.readline(), b"", "closed")
         sock.close()
         held[0].close()
-        self.pump_until(lambda: self.gate.sessions < wire.MAX_CONNECTIONS)
+        self.pump_until(lambda: self.gate.sessions < gatekeeper.MAX_CONNECTIONS)
         again = self.session("late")
         self.assertTrue(self.call(again, "kernel.status")["ok"], "a freed slot is usable")
         for send in held[1:] + [again]:
             send.close()
 
     def test_idle_and_dripping_clients_never_keep_a_real_one_out(self):
-        idle = [self.connect() for _ in range(wire.MAX_PENDING * 3)]
-        for sock, _ in idle[: wire.MAX_PENDING]:
+        idle = [self.connect() for _ in range(gatekeeper.MAX_PENDING * 3)]
+        for sock, _ in idle[: gatekeeper.MAX_PENDING]:
             sock.sendall(b'{"type":"au')  # dripping: a frame that never ends
         started = time.monotonic()
         send = self.session("real")
@@ -162,7 +162,8 @@ class GateTest(unittest.TestCase):
             if line and "newer connections" in json.loads(line)["error"]["message"]:
                 evicted += 1
             sock.close()
-        self.assertGreaterEqual(evicted, len(idle) - wire.MAX_PENDING, "every idle client past the bound was told why")
+        self.assertGreaterEqual(evicted, len(idle) - gatekeeper.MAX_PENDING,
+                                "every idle client past the bound was told why")
         self.assertEqual(self.gate.failures, 0, "eviction is not a failed login")
         send.close()
 

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel import snapshot, wire  # noqa: E402
+from vibe_kernel import app_handlers, snapshot  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 from kernel_case import KernelCalls  # noqa: E402
 
@@ -53,8 +53,8 @@ class UndoTest(KernelCalls, unittest.TestCase):
         self.k = Kernel()
         self.k.state.features.add("code_exec")
         self.k.state.configure({"session_id": "agent", "capabilities": CAPABILITIES})
-        wire.install_busy_handlers(self.k)
-        self.addCleanup(wire.remove_handlers, self.k)
+        app_handlers.install_busy_handlers(self.k)
+        self.addCleanup(app_handlers.remove_handlers, self.k)
 
         def no_file_operations(operation):
             raise AssertionError("the GUI path never saves or loads a file")

@@ -5,7 +5,7 @@ VIBE_PORT, VIBE_TOKEN; without VIBE_TOKEN a random token is written to a file re
 this user, and its path printed) and runs requests on the main thread from one persistent timer.
 The GUI cannot be jailed, so agent code (`python.exec`) is offered only when the operator sets
 VIBE_ALLOW_UNCONFINED_CODE=1 before starting Blender; the hello then says "unconfined". Headless,
-run `run_kernel.py` instead (see wire.py).
+run `run_kernel.py` instead (see wire.py and headless.py).
 
 In the GUI the agent works in the person's undo history (snapshot.py): each of its changes is one
 undo step (`Vibe: object.move Cube`) that Ctrl+Z takes back, a transaction rolls back through
@@ -33,17 +33,17 @@ def register():
 
     import bpy
 
-    from . import confine, wire
+    from . import app_handlers, channel, confine, gatekeeper, tcp, wire
 
     global _server
     # The GUI cannot be jailed: agent code runs here only if the operator opted in.
     confine.STATE = confine.establish({"VIBE_ALLOW_UNCONFINED_CODE": os.environ.get("VIBE_ALLOW_UNCONFINED_CODE")})
     kernel = wire.Kernel()
-    wire.install_busy_handlers(kernel)
+    app_handlers.install_busy_handlers(kernel)
     inbox = queue.Queue()
-    port = int(os.environ.get("VIBE_PORT", wire.DEFAULT_PORT))
-    token = wire.ensure_token(os.environ.get("VIBE_TOKEN"))
-    server = wire.listen("127.0.0.1", port)
+    port = int(os.environ.get("VIBE_PORT", tcp.DEFAULT_PORT))
+    token = tcp.ensure_token(os.environ.get("VIBE_TOKEN"))
+    server = tcp.listen("127.0.0.1", port)
 
     def tick():
         # One persistent timer drains every pending request within a budget; never a timer per
@@ -55,10 +55,10 @@ def register():
                 bpy.context.view_layer.update()
             except Exception:  # noqa: BLE001 - no view layer to update (a file loading): nothing to see
                 pass
-        wire.drain(kernel, inbox, deadline=time.monotonic() + wire.TICK_BUDGET_S)
+        channel.drain(kernel, inbox, deadline=time.monotonic() + channel.TICK_BUDGET_S)
         return 0.01
 
-    threading.Thread(target=wire.accept_forever, args=(kernel, server, inbox, token, wire.Gatekeeper()),
+    threading.Thread(target=tcp.accept_forever, args=(kernel, server, inbox, token, gatekeeper.Gatekeeper()),
                      name="vibe-accept", daemon=True).start()
     bpy.app.timers.register(tick, persistent=True)
     _server = (server, tick, kernel)
@@ -68,16 +68,16 @@ def register():
 def unregister():
     import bpy
 
-    from . import wire
+    from . import app_handlers, tcp
 
     global _server
     if _server is not None:
         server, tick, kernel = _server
         if bpy.app.timers.is_registered(tick):
             bpy.app.timers.unregister(tick)
-        wire.remove_handlers(kernel)  # persistent: they would outlive the add-on
+        app_handlers.remove_handlers(kernel)  # persistent: they would outlive the add-on
         try:
-            wire.stop_listening(server)
+            tcp.stop_listening(server)
         except OSError:
             pass
         _server = None

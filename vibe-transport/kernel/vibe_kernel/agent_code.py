@@ -1,4 +1,4 @@
-"""python.exec: agent code, gated again here (codeexec.py), under a deadline, atomic, and held
+"""python.exec: agent code, gated again here (code_gate.py), under a deadline, atomic, and held
 to the actuator lock (lock.py)."""
 
 import traceback
@@ -15,9 +15,9 @@ def python_exec(k, params):
     """Agent code, gated again here, under a deadline, atomic: a failed or interrupted run, or
     one that broke the actuator lock (see lock.py), is rolled back to the state before it (a file
     snapshot headless, the last undo step in the GUI; see snapshot.Guard), inside a transaction too.
-    Code that provably only reads (codeexec.reads_only) has nothing to take back: it runs
+    Code that provably only reads (read_only.reads_only) has nothing to take back: it runs
     without the rollback point and the lock's inventories."""
-    from . import codeexec
+    from . import code_gate, codeexec, deadline, read_only
 
     code = req_str(params, "code")
     deadline_ms = k.call_deadline_ms
@@ -25,16 +25,15 @@ def python_exec(k, params):
         deadline_ms = 15000  # a frame's deadline_ms that is no sane number (NaN, infinite, negative)
     deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
     try:
-        tree = codeexec.parse(code)
-        read_only = codeexec.reads_only(tree)
-        if read_only:
+        tree = code_gate.parse(code)
+        if read_only.reads_only(tree):
             return read_only_run(k, tree, deadline_s)
         # What a failed run returns to: a file snapshot headless, the last undo step in the GUI.
         guard = snapshot.Guard(k)
     except SyntaxError as e:
         raise Refusal("invalid_arguments", "SyntaxError: %s (line %s)" % (e.msg, e.lineno), field="code",
                       reason="syntax", line=e.lineno or 0, column=e.offset or 0)
-    except codeexec.GateViolation as v:
+    except code_gate.GateViolation as v:
         raise gate_refusal(v)
     before = lock.inventory(k)
     before_blocks = lock.blocks(k)
@@ -50,9 +49,9 @@ def python_exec(k, params):
     k.state.identity.clear()
     try:
         stdout, truncated = codeexec.run(code, deadline_s, tree)
-    except codeexec.GateViolation as v:
+    except code_gate.GateViolation as v:
         raise gate_refusal(v)
-    except codeexec.Interrupted as interrupted:
+    except deadline.Interrupted as interrupted:
         raise interrupted_refusal(interrupted, deadline_s, restore())
     except codeexec.AgentError as failure:
         raise failed_refusal(k, failure.message, restore())
@@ -94,13 +93,13 @@ def python_exec(k, params):
 
 def read_only_run(k, tree, deadline_s):
     """python.exec of code that only reads: the same run and answers, nothing to take back."""
-    from . import codeexec
+    from . import code_gate, codeexec, deadline
 
     try:
         stdout, truncated = codeexec.run(None, deadline_s, tree)
-    except codeexec.GateViolation as v:
+    except code_gate.GateViolation as v:
         raise gate_refusal(v)
-    except codeexec.Interrupted as interrupted:
+    except deadline.Interrupted as interrupted:
         raise interrupted_refusal(interrupted, deadline_s, True)
     except codeexec.AgentError as failure:
         raise failed_refusal(k, failure.message, True)

@@ -10,7 +10,6 @@ be jailed)."""
 import ctypes
 import json
 import os
-import struct
 
 import platform
 

@@ -1,0 +1,178 @@
+"""One connection (Channel): frames read on a thread of its own, hello and token, answers
+written back; and `drain`, which runs the queued frames on Blender's main thread."""
+
+import hmac
+import json
+import queue
+import socket
+import threading
+import time
+
+from .envelope import err
+from .gatekeeper import MAX_CONNECTIONS
+from .state import Session
+from .wire import MAX_BATCH_CALLS, MAX_FRAME_BYTES
+
+TICK_BUDGET_S = 0.02  # the add-on's timer drains for this long per tick
+PRE_AUTH_S = 5.0  # a TCP client has this long after the hello to prove the token
+
+
+def auth_error(message):
+    return {"type": "error", "error": {"code": "contract_violation", "message": message,
+                                       "details": {"reason": "security_block"}}}
+
+
+def close_quietly(conn):
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        conn.close()
+    except OSError:
+        pass
+
+
+def protocol_error(message):
+    return {"type": "error", "error": {"code": "contract_violation", "message": message,
+                                       "details": {"reason": "contract_violation"}}}
+
+
+def refuse_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def encode(frame):
+    return (json.dumps(frame, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+
+
+class Channel:
+    """One connection: reads frames on a thread into the kernel's queue, writes answers."""
+
+    def __init__(self, kernel, inbox, reader, write, token=None, conn=None, gate=None):
+        self.kernel, self.inbox, self.reader, self.write_bytes, self.token = kernel, inbox, reader, write, token
+        self.conn, self.gate = conn, gate
+        self.auth_ok = token is None
+        self.is_session = False  # counted among the gate's sessions
+        self.write_lock = threading.Lock()
+        self.closed = False
+        # This connection's own settings (capabilities, sandbox, ...) over the kernel's state.
+        self.session = Session(kernel.shared)
+
+    def send(self, frame):
+        """Writes one frame. A frame that is not JSON (a non-finite number from a request) is
+        replaced by an error answer, never fatal to the loop."""
+        try:
+            data = encode(frame)
+        except ValueError as exc:
+            data = encode({"type": "result", "id": frame.get("id"), "envelope": err(
+                "invalid_arguments", "the answer could not be encoded: %s" % exc)})
+        with self.write_lock:
+            if not self.closed:
+                self.write_bytes(data)
+
+    def read_frame(self):
+        line = self.reader.readline(MAX_FRAME_BYTES + 1)
+        if not line:
+            return None
+        if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
+            raise ValueError("frame exceeds %d bytes" % MAX_FRAME_BYTES)
+        frame = json.loads(line.decode("utf-8"), parse_constant=refuse_constant)
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            raise ValueError("a frame must be a JSON object with a type")
+        return frame
+
+    def run(self):
+        """The reader thread: hello, auth, then frames into the queue until bye or end."""
+        try:
+            self.send(self.kernel.hello(self.token is not None))
+            if self.token is not None:
+                if self.conn is not None:
+                    self.conn.settimeout(PRE_AUTH_S)
+                try:
+                    frame = self.read_frame()
+                except socket.timeout:
+                    self.send(auth_error("no token within %.0f s; the connection is closed" % PRE_AUTH_S))
+                    return
+                if frame is None:
+                    return  # closed (or evicted) before logging in: not a failed login
+                given = frame.get("token", "") if frame.get("type") == "auth" else ""
+                if not hmac.compare_digest(str(given).encode(), self.token.encode()):
+                    if self.gate is not None:
+                        time.sleep(self.gate.failed(self.conn))
+                    self.send(auth_error("authentication failed: a valid token is required"))
+                    return
+                if self.gate is not None:
+                    self.is_session = self.gate.logged_in(self.conn)
+                    if not self.is_session:
+                        self.send(auth_error("too many sessions (at most %d); try again later" % MAX_CONNECTIONS))
+                        self.auth_ok = False
+                        return
+                if self.conn is not None:
+                    self.conn.settimeout(None)
+                self.auth_ok = True
+                self.send({"type": "auth_ok"})
+            while True:
+                frame = self.read_frame()
+                if frame is None or frame.get("type") == "bye":
+                    return
+                if frame.get("type") == "cancel":
+                    self.kernel.cancel(frame.get("id"))
+                elif frame.get("type") in ("call", "configure", "checkpoint", "restore", "inventory"):
+                    self.inbox.put((self, frame))
+                elif frame.get("type") == "batch":
+                    calls = frame.get("calls")
+                    if (not isinstance(calls, list) or not 1 <= len(calls) <= MAX_BATCH_CALLS
+                            or not all(isinstance(c, dict) for c in calls)):
+                        self.send(protocol_error("a batch carries 1 to %d call objects" % MAX_BATCH_CALLS))
+                        return
+                    self.inbox.put((self, frame))
+                else:
+                    self.send(protocol_error("unexpected frame type %r" % frame.get("type")))
+                    return
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.send(protocol_error("malformed frame: %s" % exc))
+        except OSError:
+            pass
+        finally:
+            self.inbox.put((self, None))
+            if self.gate is not None:
+                self.gate.leave(self.conn, self.is_session)
+            if self.conn is not None and not self.auth_ok:
+                # Refused or timed out: close now, not when the main thread gets to it.
+                close_quietly(self.conn)
+
+
+def drain(kernel, inbox, deadline=None):
+    """Runs queued frames on the calling (main) thread, each in its connection's session.
+    Headless (no `deadline`) it waits for frames and returns the first channel that ends; with
+    a `deadline` (the add-on's timer) it returns when the queue is empty or the time is up."""
+    while True:
+        try:
+            channel, frame = inbox.get() if deadline is None else inbox.get_nowait()
+        except queue.Empty:
+            return None
+        if frame is None:
+            channel.closed = True
+            if channel.conn is not None:
+                close_quietly(channel.conn)
+            with kernel.lock:
+                kernel.channels.discard(channel)
+                live = {c.session.session_id for c in kernel.channels}
+            kernel.session_ended(channel.session, live)
+            if deadline is None:
+                return channel
+            continue
+        # A batch's calls run in order, one after another, in this one hop of the main thread,
+        # each answered as it would be alone (checks, cancels and deadlines included) and as
+        # soon as it is done, so that the bridge reads one answer while the next call runs.
+        calls = [dict(call, type="call") for call in frame["calls"]] if frame.get("type") == "batch" else [frame]
+        for call in calls:
+            answer = kernel.handle(call, channel.session)
+            if answer is not None:
+                try:
+                    channel.send(answer)
+                except OSError:
+                    channel.closed = True
+        if deadline is not None and time.monotonic() >= deadline:
+            return None

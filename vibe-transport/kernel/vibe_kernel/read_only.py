@@ -1,0 +1,55 @@
+"""Code that only reads: the proof, on the syntax tree, that agent code changes nothing in
+Blender (such code runs without a rollback point; see agent_code.py)."""
+
+import ast
+
+from . import confine
+
+# Builtins that code proven read-only may call: positional arguments only (no `key=` or `file=`,
+# the two ways to hand a builtin a callable or a writable object), none of them calls back into
+# code the agent wrote (read-only code cannot define any) or writes to its arguments.
+READ_ONLY_CALLS = frozenset(["abs", "all", "any", "bool", "chr", "divmod", "enumerate", "float", "format",
+                             "frozenset", "hash", "int", "isinstance", "len", "list", "max", "min", "ord",
+                             "print", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum",
+                             "tuple", "zip"])
+# Node types code proven read-only may contain. Left out on purpose: function and class
+# definitions, lambdas, decorators and `with` (ways to run code of its own from inside Blender
+# or a builtin), augmented assignment (`v += d` writes through a Vector that wraps an object's
+# location), `match`, `await`, `yield`, and f-string format specs are expressions like any other.
+READ_ONLY_NODES = (ast.Module, ast.Expr, ast.Assign, ast.For, ast.While, ast.If, ast.Break, ast.Continue,
+                   ast.Pass, ast.Import, ast.ImportFrom, ast.alias, ast.Try, ast.ExceptHandler, ast.Raise,
+                   ast.Assert, ast.Delete, ast.Global, ast.Nonlocal, ast.Name, ast.Constant, ast.JoinedStr,
+                   ast.FormattedValue, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Attribute,
+                   ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
+                   ast.DictComp, ast.GeneratorExp, ast.comprehension, ast.Call, ast.Starred, ast.NamedExpr,
+                   ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
+
+
+def reads_only(tree):
+    """Whether the code provably changes nothing in Blender: it calls no function but the
+    builtins of READ_ONLY_CALLS (by their own names, which it never rebinds), stores only into
+    plain names, and contains no node outside READ_ONLY_NODES. Attribute reads stay allowed:
+    Blender's properties do not change the scene when read. Such code runs without a rollback
+    point and without the actuator lock's inventories (agent_code.python_exec): there is nothing to
+    take back. A filter of the same kind as the gate, conservative by construction: anything it
+    cannot tell is treated as code that may write."""
+    if confine.GATE_OFF:
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, READ_ONLY_NODES):
+            return False
+        # Stores and deletes through an attribute or an item (a starred target's value is one).
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+            return False
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id in READ_ONLY_CALLS:
+            return False
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and any(n in READ_ONLY_CALLS for n in node.names):
+            return False
+        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) in READ_ONLY_CALLS:
+            return False
+        if isinstance(node, ast.ExceptHandler) and node.name in READ_ONLY_CALLS:
+            return False
+        if isinstance(node, ast.Call):
+            if node.keywords or not (isinstance(node.func, ast.Name) and node.func.id in READ_ONLY_CALLS):
+                return False
+    return True
