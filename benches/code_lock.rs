@@ -61,20 +61,18 @@
 //! or through `VIBE_JAIL_LAUNCHER`; build it first (above). Without `VIBE_BPY_PYTHON` it prints
 //! SKIPPED and measures nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use vibe::contract::{
-    BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, blender_core_v1, negotiate,
-};
+use vibe::contract::{BridgePolicy, CAP_CODE_EXEC, blender_core_v1};
 use vibe::errors::Envelope;
 use vibe::exec::Pipeline;
 use vibe::transport::jail::Jail;
 use vibe::transport::{
-    Call, SessionConfig, StdioOptions, StdioTransport, SupervisedKernel, Transport, kernel_factory,
+    SessionConfig, StdioOptions, StdioTransport, SupervisedKernel, Transport, kernel_factory,
 };
 
 /// Empties added to the factory scene (which has 3 objects).
@@ -87,42 +85,16 @@ const DEADLINE: Duration = Duration::from_secs(120);
 const TARGET_MS: f64 = 3.0;
 
 mod support;
-use support::Figures;
-
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "vibe-bench-code-lock-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.canonicalize().unwrap()
-}
-
-async fn call(t: &impl Transport, tool: &str, params: Value) -> Envelope {
-    t.call(Call::new(t.next_id(), tool, params, DEADLINE))
-        .await
-        .unwrap()
-}
-
-fn jailed(python: &Path, jail: &Jail) -> StdioOptions {
-    StdioOptions::jailed_bpy_python(python, jail).unwrap_or_else(|e| {
-        panic!(
-            "{e}\nbuild the launcher first: cargo build --release -p vibe-transport --features \
-             jail --bin vibe-jail (or set VIBE_JAIL_LAUNCHER)"
-        )
-    })
-}
-
-async fn spawn(options: StdioOptions) -> StdioTransport {
-    let t = StdioTransport::spawn(options).await.unwrap();
-    let confinement = &t.hello().blender.confinement;
-    assert!(
-        confinement.is_jailed(),
-        "the jail did not hold: {confinement:?}"
-    );
-    t
-}
+use support::{Figures, bpy_python, runtime};
+#[path = "support/jailed.rs"]
+mod shared;
+use shared::{call, jailed, new_group, slow_figures, spawn, temp, total_of};
+#[path = "../vibe-transport/tests/support/session.rs"]
+mod session;
+use session::code_session;
+#[path = "../vibe-exec/tests/support/negotiated.rs"]
+mod negotiated;
+use negotiated::negotiated;
 
 /// How many objects an inventory lists.
 fn counted(inventory: &Envelope) -> usize {
@@ -133,24 +105,15 @@ fn counted(inventory: &Envelope) -> usize {
 
 /// A pipeline with the code gate over `transport`, `code_exec` granted (configures it).
 async fn pipeline(transport: Arc<dyn Transport>, name: &str) -> Pipeline {
-    let host = HostProfile {
-        name: name.into(),
-        version: "1".into(),
-        capabilities: ["scene.read", "scene.write", "transactions", CAP_CODE_EXEC]
-            .map(String::from)
-            .into(),
-        ..HostProfile::default()
-    };
-    let proposal = HostProposal::new(name, host);
     let mut policy = BridgePolicy::default();
     policy.capabilities.insert(CAP_CODE_EXEC.into());
-    let agreement = negotiate(
-        &proposal,
+    let agreement = negotiated(
+        name,
+        &["scene.read", "scene.write", "transactions", CAP_CODE_EXEC],
+        None,
         &policy,
         &transport.hello().blender,
-        &blender_core_v1().unwrap(),
-    )
-    .unwrap();
+    );
     Pipeline::builder(agreement, transport)
         .code_gate()
         .start()
@@ -163,7 +126,9 @@ struct Bench {
     rt: tokio::runtime::Runtime,
     python: PathBuf,
     jail: Jail,
+    /// The sandbox (its canonical path); removed with `_sandbox`.
     sandbox: PathBuf,
+    _sandbox: tempfile::TempDir,
     /// The 1,003-object scene as a `.blend`, in the jail's sandbox.
     blend: PathBuf,
     figures: Figures,
@@ -175,16 +140,7 @@ impl Bench {
     }
 
     fn session(&self, id: &str) -> SessionConfig {
-        SessionConfig {
-            session_id: id.into(),
-            capabilities: ["scene.read", "scene.write", "transactions", CAP_CODE_EXEC]
-                .map(String::from)
-                .into(),
-            sanity: Default::default(),
-            sandbox: Some(self.sandbox.to_string_lossy().into_owned()),
-            project_roots: Vec::new(),
-            time_per_tool_ms: DEADLINE.as_millis() as u64,
-        }
+        code_session(id, &self.sandbox, DEADLINE)
     }
 
     /// Builds the scene once, in a kernel of its own, and saves it to [`Bench::blend`].
@@ -201,12 +157,13 @@ impl Bench {
                 "import bpy\ncoll = bpy.data.collections['Collection']\nfor i in range({OBJECTS}):\n    \
                  coll.objects.link(bpy.data.objects.new('E%04d' % i, None))\n"
             );
-            let made = call(&t, "python.exec", json!({ "code": code })).await;
+            let made = call(&t, "python.exec", json!({ "code": code }), DEADLINE).await;
             assert!(made.is_ok(), "{made:?}");
-            let inventory = t.inventory(DEADLINE).await.unwrap();
+            let inventory = t.connection().inventory(DEADLINE).await.unwrap();
             assert_eq!(counted(&inventory), OBJECTS + 3);
             let written = t.private_dir().unwrap().join("scene.blend");
             let saved = t
+                .connection()
                 .checkpoint(&written.to_string_lossy(), DEADLINE)
                 .await
                 .unwrap();
@@ -221,44 +178,45 @@ impl Bench {
     fn load_scene(&self, t: &StdioTransport) {
         self.rt.block_on(async {
             let loaded = t
+                .connection()
                 .restore(&self.blend.to_string_lossy(), None, DEADLINE)
                 .await
                 .unwrap();
             assert!(loaded.is_ok(), "{loaded:?}");
-            assert_eq!(counted(&t.inventory(DEADLINE).await.unwrap()), OBJECTS + 3);
+            assert_eq!(
+                counted(&t.connection().inventory(DEADLINE).await.unwrap()),
+                OBJECTS + 3
+            );
         });
     }
 
     /// `n` calls of `tool` straight on `t`; the mean.
     fn direct(&self, t: &StdioTransport, tool: &str, params: &Value, n: u32) -> Duration {
-        let started = Instant::now();
-        for _ in 0..n {
-            let answer = self.rt.block_on(call(t, tool, params.clone()));
+        total_of(n.into(), || {
+            let answer = self.rt.block_on(call(t, tool, params.clone(), DEADLINE));
             assert!(answer.is_ok(), "{tool}: {answer:?}");
-        }
-        started.elapsed() / n
+        }) / n
     }
 
     /// `n` runs of [`CODE`] through `p`; the mean.
     fn through(&self, p: &Pipeline, n: u32) -> Duration {
-        let started = Instant::now();
-        for _ in 0..n {
+        total_of(n.into(), || {
             let answer = self
                 .rt
                 .block_on(p.call("python.exec", json!({ "code": CODE })));
             assert!(answer.is_ok(), "{answer:?}");
-        }
-        started.elapsed() / n
+        }) / n
     }
 
     /// `n` inventories of `t`; the mean.
     fn inventory(&self, t: &StdioTransport, n: u32) -> Duration {
-        let started = Instant::now();
-        for _ in 0..n {
-            let answer = self.rt.block_on(t.inventory(DEADLINE)).unwrap();
+        total_of(n.into(), || {
+            let answer = self
+                .rt
+                .block_on(t.connection().inventory(DEADLINE))
+                .unwrap();
             assert!(answer.is_ok(), "{answer:?}");
-        }
-        started.elapsed() / n
+        }) / n
     }
 
     /// `n` checkpoints of `t` into its private folder; the mean (files removed outside it).
@@ -269,7 +227,7 @@ impl Bench {
             let started = Instant::now();
             let answer = self
                 .rt
-                .block_on(t.checkpoint(&path.to_string_lossy(), DEADLINE))
+                .block_on(t.connection().checkpoint(&path.to_string_lossy(), DEADLINE))
                 .unwrap();
             took += started.elapsed();
             assert!(answer.is_ok(), "{answer:?}");
@@ -291,7 +249,10 @@ impl Bench {
             let target = t.private_dir().unwrap().join("restore.blend");
             std::fs::copy(&self.blend, &target).unwrap();
             let copied = started.elapsed();
-            let loaded = t.restore(&target.to_string_lossy(), None, DEADLINE).await;
+            let loaded = t
+                .connection()
+                .restore(&target.to_string_lossy(), None, DEADLINE)
+                .await;
             assert!(loaded.unwrap().is_ok());
             let restored = started.elapsed();
             let _ = std::fs::remove_file(&target);
@@ -309,58 +270,29 @@ impl Bench {
         for (phase, spent) in ["spawn", "configure", "copy", "load"].iter().zip(phases) {
             self.figures.record(&format!("{prefix}/{phase}"), spent, 1);
         }
-        let inventory = self.rt.block_on(t.inventory(DEADLINE)).unwrap();
+        let inventory = self
+            .rt
+            .block_on(t.connection().inventory(DEADLINE))
+            .unwrap();
         assert_eq!(counted(&inventory), OBJECTS + 3, "the .blend did not load");
         self.rt.block_on(t.close()).unwrap();
         took
     }
-
-    /// Criterion figure `figure/name` from a measurement of one iteration.
-    fn bench_each(
-        &self,
-        group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-        figure: &str,
-        name: &str,
-        once: impl Fn() -> Duration,
-    ) {
-        group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let total = (0..iters).map(|_| once()).sum();
-                self.figures
-                    .record(&format!("{figure}/{name}"), total, iters);
-                total
-            })
-        });
-    }
-
-    /// `rounds` rounds of every measurement in `each`, the order rotating each round; recorded
-    /// under `paired/name`.
-    fn interleave(&self, rounds: usize, each: &[(&str, &dyn Fn() -> Duration)]) {
-        for round in 0..rounds {
-            for i in 0..each.len() {
-                let (name, once) = each[(round + i) % each.len()];
-                let took = once();
-                self.figures.record(&format!("paired/{name}"), took, 1);
-            }
-        }
-    }
 }
 
 fn live(c: &mut Criterion) {
-    let Some(python) = std::env::var_os("VIBE_BPY_PYTHON").map(PathBuf::from) else {
-        eprintln!("SKIPPED code_lock bench: set VIBE_BPY_PYTHON to a Python with bpy 5.0.1");
+    let Some(python) = bpy_python("code_lock") else {
         return;
     };
-    let sandbox = temp("sandbox");
+    let temp_sandbox = temp("code-lock-sandbox");
+    let sandbox = temp_sandbox.path().canonicalize().unwrap();
     let bench = Bench {
-        rt: tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
+        rt: runtime(),
         python,
         jail: Jail::new(&sandbox),
         blend: sandbox.join("scene-1000.blend"),
         sandbox,
+        _sandbox: temp_sandbox,
         figures: Figures::default(),
     };
     let b = &bench;
@@ -418,46 +350,39 @@ fn live(c: &mut Criterion) {
     let retire = || b.through(&boundary, 1);
 
     // 1. The three paths side by side (plus the floor and the unsupervised pipeline).
-    let mut group = c.benchmark_group("code_lock/exec_1000");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
-    b.bench_each(&mut group, "exec", "plain", plain_exec);
-    b.bench_each(&mut group, "exec", "floor", floor);
-    b.bench_each(&mut group, "exec", "in_kernel_check", in_kernel);
-    b.bench_each(
+    let mut group = new_group(c, "code_lock/exec_1000");
+    b.figures
+        .bench_each(&mut group, "exec", "plain", plain_exec);
+    b.figures.bench_each(&mut group, "exec", "floor", floor);
+    b.figures
+        .bench_each(&mut group, "exec", "in_kernel_check", in_kernel);
+    b.figures.bench_each(
         &mut group,
         "exec",
         "in_kernel_unsupervised",
         in_kernel_unsupervised,
     );
-    group
-        .sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(10));
-    b.bench_each(&mut group, "exec", "retire_and_verify", retire);
+    slow_figures(&mut group, 10);
+    b.figures
+        .bench_each(&mut group, "exec", "retire_and_verify", retire);
     group.finish();
 
     // 2. The retire path's pieces.
-    let mut group = c.benchmark_group("code_lock/pieces_1000");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
-    b.bench_each(&mut group, "pieces", "inventory", || b.inventory(&plain, 1));
-    b.bench_each(&mut group, "pieces", "checkpoint", || {
-        b.checkpoint(&plain, 1)
-    });
-    group
-        .sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(10));
-    b.bench_each(&mut group, "pieces", "fresh_kernel", || b.fresh("phases"));
+    let mut group = new_group(c, "code_lock/pieces_1000");
+    b.figures
+        .bench_each(&mut group, "pieces", "inventory", || b.inventory(&plain, 1));
+    b.figures
+        .bench_each(&mut group, "pieces", "checkpoint", || {
+            b.checkpoint(&plain, 1)
+        });
+    slow_figures(&mut group, 10);
+    b.figures
+        .bench_each(&mut group, "pieces", "fresh_kernel", || b.fresh("phases"));
     group.finish();
 
     // 3. Interleaved rounds of everything.
-    b.interleave(
+    b.figures.interleave(
+        "",
         8,
         &[
             ("exec/plain", &|| b.direct(&plain, "python.exec", &code, 5)),
@@ -497,7 +422,7 @@ fn live(c: &mut Criterion) {
         &*filter_kernel.current(),
         &*boundary_kernel.current(),
     ] {
-        let inventory = b.rt.block_on(t.inventory(DEADLINE)).unwrap();
+        let inventory = b.rt.block_on(t.connection().inventory(DEADLINE)).unwrap();
         assert_eq!(counted(&inventory), OBJECTS + 3);
     }
     let replaced = [filter_kernel.replacements(), boundary_kernel.replacements()];
@@ -506,7 +431,6 @@ fn live(c: &mut Criterion) {
     b.rt.block_on(boundary_kernel.close()).unwrap();
     b.rt.block_on(plain.close()).unwrap();
     summary(&b.figures, replaced);
-    let _ = std::fs::remove_dir_all(&b.sandbox);
 }
 
 /// Medians of every figure, absolute and against `plain`, and what bounds the retire path:

@@ -39,12 +39,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use vibe::errors::Envelope;
 use vibe::transport::jail::Jail;
 use vibe::transport::{
-    Call, SessionConfig, StdioOptions, StdioTransport, SupervisedKernel, Transport, kernel_factory,
+    SessionConfig, StdioOptions, StdioTransport, SupervisedKernel, Transport, kernel_factory,
 };
 
 /// Empties added to the factory scene (which has 3 objects).
@@ -55,39 +54,13 @@ const RUNAWAY_DEADLINE: Duration = Duration::from_millis(500);
 const DEADLINE: Duration = Duration::from_secs(120);
 
 mod support;
-use support::Figures;
-
-fn session(sandbox: &Path) -> SessionConfig {
-    SessionConfig {
-        session_id: "bench-jail".into(),
-        capabilities: ["scene.read", "scene.write", "transactions", "code_exec"]
-            .map(String::from)
-            .into(),
-        sanity: Default::default(),
-        sandbox: Some(
-            sandbox
-                .canonicalize()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned(),
-        ),
-        project_roots: Vec::new(),
-        time_per_tool_ms: DEADLINE.as_millis() as u64,
-    }
-}
-
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vibe-bench-jail-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-async fn call(t: &impl Transport, tool: &str, params: Value, deadline: Duration) -> Envelope {
-    t.call(Call::new(t.next_id(), tool, params, deadline))
-        .await
-        .unwrap()
-}
+use support::{Figures, bpy_python, runtime};
+#[path = "support/jailed.rs"]
+mod shared;
+use shared::{call, jailed, new_group, slow_figures, spawn, temp, total_of};
+#[path = "../vibe-transport/tests/support/session.rs"]
+mod session;
+use session::code_session;
 
 /// [`OBJECTS`] empties: all but the last through one `python.exec` (kept through the code
 /// boundary's `settle` where there is one), the last through a typed `object.create`: under a
@@ -111,35 +84,15 @@ async fn populate(t: &impl Transport) {
 
 async fn fingerprint(t: &impl Transport) -> Value {
     let snapshot = call(t, "scene.snapshot", json!({}), DEADLINE).await;
-    snapshot.result().unwrap()["content_fingerprint"].clone()
+    serde_json::json!(
+        vibe_transport::snapshot::content_fingerprint(snapshot.result().unwrap()).unwrap()
+    )
 }
 
 fn unjailed(python: &Path) -> StdioOptions {
     StdioOptions::bpy_python(python)
         .unwrap()
         .env("VIBE_ALLOW_UNCONFINED_CODE", "1")
-}
-
-fn jailed(python: &Path, jail: &Jail) -> StdioOptions {
-    StdioOptions::jailed_bpy_python(python, jail).unwrap_or_else(|e| {
-        panic!(
-            "{e}\nbuild the launcher first: cargo build --release -p vibe-transport --features \
-             jail --bin vibe-jail (or set VIBE_JAIL_LAUNCHER)"
-        )
-    })
-}
-
-async fn spawn(options: StdioOptions) -> StdioTransport {
-    let jailed = options.is_jailed();
-    let t = StdioTransport::spawn(options).await.unwrap();
-    if jailed {
-        let confinement = &t.hello().blender.confinement;
-        assert!(
-            confinement.is_jailed(),
-            "the jail did not hold: {confinement:?}"
-        );
-    }
-    t
 }
 
 /// The two kinds of kernel compared.
@@ -163,8 +116,8 @@ struct Bench {
     rt: tokio::runtime::Runtime,
     python: PathBuf,
     jail: Jail,
-    sandbox_free: PathBuf,
-    sandbox_jail: PathBuf,
+    sandbox_free: tempfile::TempDir,
+    sandbox_jail: tempfile::TempDir,
     /// The 1,003-object scene as a `.blend` (in the jail's sandbox, so both kinds can read it).
     blend: PathBuf,
     figures: Figures,
@@ -181,10 +134,11 @@ impl Bench {
     }
 
     fn session(&self, kind: Kind) -> SessionConfig {
-        match kind {
-            Kind::Unjailed => session(&self.sandbox_free),
-            Kind::Jailed => session(&self.sandbox_jail),
-        }
+        let sandbox = match kind {
+            Kind::Unjailed => &self.sandbox_free,
+            Kind::Jailed => &self.sandbox_jail,
+        };
+        code_session("bench-jail", sandbox.path(), DEADLINE)
     }
 
     /// From building the options to a ready hello; the kernel is closed outside the figure.
@@ -198,12 +152,10 @@ impl Bench {
 
     /// `n` round trips of `tool`, one after the other.
     fn calls(&self, t: &StdioTransport, tool: &str, params: &Value, n: u64) -> Duration {
-        let started = Instant::now();
-        for _ in 0..n {
+        total_of(n, || {
             let answer = self.rt.block_on(call(t, tool, params.clone(), DEADLINE));
             assert!(answer.is_ok(), "{answer:?}");
-        }
-        started.elapsed()
+        })
     }
 
     /// One runaway call under the supervisor: time past the deadline until its `timeout`.
@@ -233,6 +185,7 @@ impl Bench {
             assert!(t.configure(&session).await.unwrap().is_ok());
             let configured = started.elapsed();
             let loaded = t
+                .connection()
                 .restore(&self.blend.to_string_lossy(), None, DEADLINE)
                 .await;
             assert!(loaded.unwrap().is_ok());
@@ -249,54 +202,20 @@ impl Bench {
         self.rt.block_on(t.close()).unwrap();
         took
     }
-
-    /// Criterion figure `figure/kind` from a measurement of one iteration.
-    fn bench_each(
-        &self,
-        group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-        figure: &str,
-        kind: &str,
-        once: impl Fn() -> Duration,
-    ) {
-        group.bench_function(kind, |b| {
-            b.iter_custom(|iters| {
-                let total = (0..iters).map(|_| once()).sum();
-                self.figures
-                    .record(&format!("{figure}/{kind}"), total, iters);
-                total
-            })
-        });
-    }
-
-    /// `rounds` rounds of every measurement in `each`, the order rotating each round, so the
-    /// load of a shared machine falls on all of them alike; recorded under `paired/figure/name`.
-    fn interleave(&self, figure: &str, rounds: usize, each: &[(&str, &dyn Fn() -> Duration)]) {
-        for round in 0..rounds {
-            for i in 0..each.len() {
-                let (name, once) = each[(round + i) % each.len()];
-                let took = once();
-                self.figures
-                    .record(&format!("paired/{figure}/{name}"), took, 1);
-            }
-        }
-    }
 }
 
 fn live(c: &mut Criterion) {
-    let Some(python) = std::env::var_os("VIBE_BPY_PYTHON").map(PathBuf::from) else {
-        eprintln!("SKIPPED jail bench: set VIBE_BPY_PYTHON to a Python with bpy 5.0.1");
+    let Some(python) = bpy_python("jail") else {
         return;
     };
-    let sandbox_jail = temp("jailed");
+    let sandbox_jail = temp("jail-jailed");
     let bench = Bench {
-        rt: tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
+        rt: runtime(),
         python,
-        jail: Jail::new(&sandbox_jail),
-        sandbox_free: temp("unjailed"),
+        jail: Jail::new(sandbox_jail.path()),
+        sandbox_free: temp("jail-unjailed"),
         blend: sandbox_jail
+            .path()
             .canonicalize()
             .unwrap()
             .join("scene-1000.blend"),
@@ -307,18 +226,15 @@ fn live(c: &mut Criterion) {
     let kinds = [Kind::Unjailed, Kind::Jailed];
 
     // 1. Spawn to a ready hello.
-    let mut group = c.benchmark_group("jail/spawn");
-    group
-        .sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(5));
+    let mut group = new_group(c, "jail/spawn");
+    slow_figures(&mut group, 5);
     for kind in kinds {
-        b.bench_each(&mut group, "spawn", kind.name(), || b.spawn_once(kind));
+        b.figures
+            .bench_each(&mut group, "spawn", kind.name(), || b.spawn_once(kind));
     }
     group.finish();
-    b.interleave(
-        "spawn",
+    b.figures.interleave(
+        "spawn/",
         6,
         &[
             ("unjailed", &|| b.spawn_once(Kind::Unjailed)),
@@ -348,20 +264,16 @@ fn live(c: &mut Criterion) {
         ("object_info_1000", "object.info", &info, 200, 10),
         ("snapshot_1000", "scene.snapshot", &snapshot, 3, 6),
     ] {
-        let mut group = c.benchmark_group(format!("jail/{figure}"));
-        group
-            .sample_size(20)
-            .warm_up_time(Duration::from_millis(500))
-            .measurement_time(Duration::from_secs(3));
+        let mut group = new_group(c, &format!("jail/{figure}"));
         for (kind, t) in kinds.iter().zip(&kernels) {
-            b.bench_each(&mut group, figure, kind.name(), || {
+            b.figures.bench_each(&mut group, figure, kind.name(), || {
                 b.calls(t, tool, params, 1)
             });
         }
         group.finish();
         let per_call = |t: &StdioTransport| b.calls(t, tool, params, block) / block as u32;
-        b.interleave(
-            figure,
+        b.figures.interleave(
+            &format!("{figure}/"),
             rounds,
             &[
                 ("unjailed", &|| per_call(&kernels[0])),
@@ -371,8 +283,12 @@ fn live(c: &mut Criterion) {
     }
     // The same scene as a .blend, for the restore baselines.
     let saved =
-        b.rt.block_on(kernels[0].checkpoint(&b.blend.to_string_lossy(), DEADLINE))
-            .unwrap();
+        b.rt.block_on(
+            kernels[0]
+                .connection()
+                .checkpoint(&b.blend.to_string_lossy(), DEADLINE),
+        )
+        .unwrap();
     assert!(saved.is_ok(), "{saved:?}");
     for t in kernels {
         b.rt.block_on(t.close()).unwrap();
@@ -394,30 +310,24 @@ fn live(c: &mut Criterion) {
     // Agent code, then a typed call: the last good state is the 1,003-object scene.
     b.rt.block_on(populate(&supervised));
     let before = b.rt.block_on(fingerprint(&supervised));
-    let mut group = c.benchmark_group("jail/kill_and_restore_1000");
-    group
-        .sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(10));
-    b.bench_each(&mut group, "restore", "supervised_jailed", || {
-        b.runaway(&supervised)
-    });
-    group.finish();
-    let mut group = c.benchmark_group("jail/spawn_and_restore_1000");
-    group
-        .sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(5));
-    for kind in kinds {
-        b.bench_each(&mut group, "restore", kind.name(), || {
-            b.spawn_restore(kind, &format!("phases/{}", kind.name()))
+    let mut group = new_group(c, "jail/kill_and_restore_1000");
+    slow_figures(&mut group, 10);
+    b.figures
+        .bench_each(&mut group, "restore", "supervised_jailed", || {
+            b.runaway(&supervised)
         });
+    group.finish();
+    let mut group = new_group(c, "jail/spawn_and_restore_1000");
+    slow_figures(&mut group, 5);
+    for kind in kinds {
+        b.figures
+            .bench_each(&mut group, "restore", kind.name(), || {
+                b.spawn_restore(kind, &format!("phases/{}", kind.name()))
+            });
     }
     group.finish();
-    b.interleave(
-        "restore",
+    b.figures.interleave(
+        "restore/",
         5,
         &[
             ("supervised_jailed", &|| b.runaway(&supervised)),
@@ -437,8 +347,6 @@ fn live(c: &mut Criterion) {
     );
     b.rt.block_on(supervised.close()).unwrap();
     summary(&b.figures);
-    let _ = std::fs::remove_dir_all(&b.sandbox_free);
-    let _ = std::fs::remove_dir_all(&b.sandbox_jail);
 }
 
 /// Medians of every figure and the ratios that answer the question: first from the criterion

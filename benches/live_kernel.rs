@@ -30,13 +30,15 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use support::Figures;
+use support::{Figures, bpy_python, runtime};
 use vibe::audit::{AuditLog, AuditWriter, FileOptions, FileSink, Overflow, Redactor};
 use vibe::contract::{
     BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, blender_core_v1, negotiate,
@@ -63,6 +65,18 @@ fn tools() -> [(&'static str, &'static str, Value); 4] {
     ]
 }
 
+/// Starts `command` (`what`) with its stdin and stdout piped: the child, its input, its output.
+fn piped(command: &mut Command, what: &str) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect(what);
+    let input = child.stdin.take().unwrap();
+    let output = BufReader::new(child.stdout.take().unwrap());
+    (child, input, output)
+}
+
 /// The in-process baseline: a Blender of its own running the kernel's handlers in a loop.
 struct InProcess {
     _child: Child,
@@ -71,21 +85,18 @@ struct InProcess {
 }
 
 impl InProcess {
-    fn start(python: &std::ffi::OsStr) -> InProcess {
-        let mut child = Command::new(python)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/vibe-transport/kernel/tests/bench_in_process.py"
-            ))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the in-process baseline starts");
-        let input = child.stdin.take().unwrap();
-        let output = BufReader::new(child.stdout.take().unwrap());
+    fn start(python: &Path) -> InProcess {
+        let (_child, input, output) = piped(
+            Command::new(python)
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/vibe-transport/kernel/tests/bench_in_process.py"
+                ))
+                .stderr(Stdio::null()),
+            "the in-process baseline starts",
+        );
         InProcess {
-            _child: child,
+            _child,
             input,
             output,
         }
@@ -127,17 +138,13 @@ struct RawPipe {
 const ECHO: &str = "import json, sys\nanswer = sys.argv[1].encode() + b'\\n'\nout = sys.stdout.buffer\nfor line in sys.stdin.buffer:\n    json.loads(line)\n    out.write(answer)\n    out.flush()\n";
 
 impl RawPipe {
-    fn start(python: &std::ffi::OsStr, answer: &str) -> RawPipe {
-        let mut child = Command::new(python)
-            .args(["-c", ECHO, answer])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the raw pipe baseline starts");
-        let input = child.stdin.take().unwrap();
-        let output = BufReader::new(child.stdout.take().unwrap());
+    fn start(python: &Path, answer: &str) -> RawPipe {
+        let (_child, input, output) = piped(
+            Command::new(python).args(["-c", ECHO, answer]),
+            "the raw pipe baseline starts",
+        );
         RawPipe {
-            _child: child,
+            _child,
             input,
             output,
         }
@@ -149,6 +156,30 @@ impl RawPipe {
         line.clear();
         assert!(self.output.read_line(line).unwrap() > 0, "raw pipe ended");
     }
+}
+
+/// Criterion figure `name` in `group`, on the scene of `size` objects: each iteration runs
+/// `once` (`calls` calls), and the time per call goes to `figures` as `size/name`.
+fn bench_calls(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    figures: &Figures,
+    size: usize,
+    name: &str,
+    calls: u64,
+    mut once: impl FnMut(),
+) {
+    let key = format!("{size}/{name}");
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                once();
+            }
+            let took = start.elapsed();
+            figures.record(&key, took, iters * calls);
+            took
+        })
+    });
 }
 
 /// Grows a kernel's scene to `to` objects (the factory's 3 plus empties `E0000`...).
@@ -163,7 +194,7 @@ async fn populate(call: impl AsyncFn(&str, Value) -> Result<(), String>, from: u
     }
 }
 
-async fn kernel(python: &std::ffi::OsStr) -> Arc<StdioTransport> {
+async fn kernel(python: &Path) -> Arc<StdioTransport> {
     Arc::new(
         // Unjailed, so that every figure is Blender and the bridge, not the jail; agent code in
         // an unjailed kernel needs the operator's opt-in.
@@ -177,7 +208,7 @@ async fn kernel(python: &std::ffi::OsStr) -> Arc<StdioTransport> {
     )
 }
 
-async fn pipeline(python: &std::ffi::OsStr, audit: Option<Arc<AuditWriter>>) -> Pipeline {
+async fn pipeline(python: &Path, audit: Option<Arc<AuditWriter>>) -> Pipeline {
     let transport: Arc<dyn Transport> = kernel(python).await;
     let host = HostProfile {
         name: "bench".into(),
@@ -202,14 +233,10 @@ async fn pipeline(python: &std::ffi::OsStr, audit: Option<Arc<AuditWriter>>) -> 
 }
 
 fn live(c: &mut Criterion) {
-    let Some(python) = std::env::var_os("VIBE_BPY_PYTHON") else {
-        eprintln!("SKIPPED live_kernel bench: set VIBE_BPY_PYTHON to a Python with bpy 5.0.1");
+    let Some(python) = bpy_python("live_kernel") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut baseline = InProcess::start(&python);
     let transport = rt.block_on(kernel(&python));
     let session = SessionConfig {
@@ -233,12 +260,7 @@ fn live(c: &mut Criterion) {
     let unaudited = rt.block_on(pipeline(&python, None));
     let figures = Figures::default();
     let info_answer = rt
-        .block_on(transport.call(Call::new(
-            transport.next_id(),
-            "object.info",
-            json!({"name": "Cube"}),
-            DEADLINE,
-        )))
+        .block_on(transport.call(Call::new("object.info", json!({"name": "Cube"}), DEADLINE)))
         .unwrap();
     let answer_line = json!({"type": "result", "id": 1, "envelope": info_answer}).to_string();
     let mut raw = RawPipe::start(&python, &answer_line);
@@ -262,7 +284,7 @@ fn live(c: &mut Criterion) {
         let t = Arc::clone(&transport);
         let tool = tool.to_owned();
         async move {
-            t.call(Call::new(t.next_id(), tool, params, DEADLINE))
+            t.call(Call::new(tool, params, DEADLINE))
                 .await
                 .is_ok_and(|answer| answer.is_ok())
         }
@@ -274,7 +296,7 @@ fn live(c: &mut Criterion) {
             populate(
                 async |tool, params| {
                     let answer = transport
-                        .call(Call::new(transport.next_id(), tool, params, DEADLINE))
+                        .call(Call::new(tool, params, DEADLINE))
                         .await
                         .map_err(|e| e.to_string())?;
                     answer.is_ok().then_some(()).ok_or(format!("{answer:?}"))
@@ -323,81 +345,39 @@ fn live(c: &mut Criterion) {
                 });
             }
             let name = format!("transport/{label}");
-            group.bench_function(&name, |b| {
-                b.iter_custom(|iters| {
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        assert!(rt.block_on(transport_call(tool, params.clone())));
-                    }
-                    let took = start.elapsed();
-                    figures.record(&format!("{target}/{name}"), took, iters);
-                    took
-                })
+            bench_calls(&mut group, &figures, target, &name, 1, || {
+                assert!(rt.block_on(transport_call(tool, params.clone())));
             });
             let name = format!("pipeline/{label}");
-            group.bench_function(&name, |b| {
-                b.iter_custom(|iters| {
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        assert!(rt.block_on(audited.call(tool, params.clone())).is_ok());
-                    }
-                    let took = start.elapsed();
-                    figures.record(&format!("{target}/{name}"), took, iters);
-                    took
-                })
+            bench_calls(&mut group, &figures, target, &name, 1, || {
+                assert!(rt.block_on(audited.call(tool, params.clone())).is_ok());
             });
             group.sample_size(20);
         }
         let info = json!({"name": "E0500"});
         let name = "pipeline_no_audit/object.info";
-        group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    assert!(
-                        rt.block_on(unaudited.call("object.info", info.clone()))
-                            .is_ok()
-                    );
-                }
-                let took = start.elapsed();
-                figures.record(&format!("{target}/{name}"), took, iters);
-                took
-            })
+        bench_calls(&mut group, &figures, target, name, 1, || {
+            assert!(
+                rt.block_on(unaudited.call("object.info", info.clone()))
+                    .is_ok()
+            );
         });
         group.throughput(Throughput::Elements(BATCH as u64));
         let name = "transport/object.info_batched";
-        group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let calls = (0..BATCH)
-                        .map(|_| {
-                            Call::new(transport.next_id(), "object.info", info.clone(), DEADLINE)
-                        })
-                        .collect();
-                    let answers = rt.block_on(transport.call_batch(calls));
-                    assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|e| e.is_ok())));
-                }
-                let took = start.elapsed();
-                figures.record(&format!("{target}/{name}"), took, iters * BATCH as u64);
-                took
-            })
+        bench_calls(&mut group, &figures, target, name, BATCH as u64, || {
+            let calls = (0..BATCH)
+                .map(|_| Call::new("object.info", info.clone(), DEADLINE))
+                .collect();
+            let answers = rt.block_on(transport.call_batch(calls));
+            assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|e| e.is_ok())));
         });
         let name = "pipeline/object.info_batched";
-        group.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let calls = (0..BATCH)
-                        .map(|_| ("object.info".to_owned(), info.clone()))
-                        .collect();
-                    let answers = rt.block_on(audited.call_batch(calls));
-                    assert!(answers.iter().all(|a| a.is_ok()));
-                }
-                let took = start.elapsed();
-                figures.record(&format!("{target}/{name}"), took, iters * BATCH as u64);
-                took
-            })
+        bench_calls(&mut group, &figures, target, name, BATCH as u64, || {
+            let calls = (0..BATCH)
+                .map(|_| ("object.info".to_owned(), info.clone()))
+                .collect();
+            let answers = rt.block_on(audited.call_batch(calls));
+            assert!(answers.iter().all(|a| a.is_ok()));
         });
         group.finish();
     }

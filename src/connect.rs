@@ -200,14 +200,14 @@ impl Connect {
                 true => StdioOptions::blender(&program),
                 false => StdioOptions::bpy_python(&program),
             }
-            .map_err(|e| TransportError::Connect(e.to_string()))?;
+            .map_err(|e| TransportError::Connect(e.into()))?;
             return Ok(Arc::new(StdioTransport::spawn(options).await?));
         }
         // The jail's only writable place is the sandbox; without one, a private empty folder.
         let writable = match &self.sandbox {
             Some(folder) => folder.clone(),
             None => crate::transport::kernel::private_base()
-                .map_err(|e| TransportError::Connect(e.to_string()))?
+                .map_err(|e| TransportError::Connect(e.into()))?
                 .join("connect-sandbox"),
         };
         std::fs::create_dir_all(&writable).map_err(|source| ConnectError::Sandbox {

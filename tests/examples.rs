@@ -12,14 +12,25 @@ fn example(name: &str) -> PathBuf {
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
+/// Runs example `name` with `env` and a temp folder of its own (`TMPDIR`): the folder (removed
+/// when the test ends) and what the example printed.
+fn run_example(
+    name: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (tempfile::TempDir, std::process::Output) {
+    let temp = tempfile::tempdir().unwrap();
+    let output = Command::new(example(name))
+        .env("TMPDIR", temp.path())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap_or_else(|e| panic!("the {name} example is built by cargo test: {e}"));
+    (temp, output)
+}
+
 #[test]
 fn quickstart_runs_an_agent_session_on_the_mock() {
     // Its audit log goes to the temp folder: one of the test's own.
-    let temp = tempfile::tempdir().unwrap();
-    let output = Command::new(example("quickstart"))
-        .env("TMPDIR", temp.path())
-        .output()
-        .expect("the quickstart example is built by cargo test");
+    let (_temp, output) = run_example("quickstart", &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -176,11 +187,7 @@ fn live_blender_renders_a_still() {
         std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
         "live test run without VIBE_LIVE=1"
     );
-    let temp = tempfile::tempdir().unwrap();
-    let output = Command::new(example("live_blender"))
-        .env("TMPDIR", temp.path())
-        .output()
-        .unwrap();
+    let (_temp, output) = run_example("live_blender", &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -208,12 +215,7 @@ fn live_blender_renders_a_still() {
 #[ignore = "needs VIBE_LIVE"]
 fn agent_code_runs_jailed_and_runaway_code_is_restored() {
     let python = live_var("VIBE_BPY_PYTHON");
-    let temp = tempfile::tempdir().unwrap();
-    let output = Command::new(example("agent_code"))
-        .env("TMPDIR", temp.path())
-        .env("VIBE_BPY_PYTHON", python)
-        .output()
-        .unwrap();
+    let (_temp, output) = run_example("agent_code", &[("VIBE_BPY_PYTHON", &python)]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

@@ -34,8 +34,11 @@ fn event(i: u64) -> Event {
 }
 
 fn append(c: &mut Criterion) {
-    let dir = std::env::temp_dir().join(format!("vibe-audit-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed when the bench ends, or if it fails.
+    let dir = tempfile::Builder::new()
+        .prefix("vibe-audit-bench-")
+        .tempdir()
+        .unwrap();
     let mut group = c.benchmark_group("append");
     const N: u64 = 1000;
     group.throughput(Throughput::Elements(N));
@@ -77,7 +80,7 @@ fn append(c: &mut Criterion) {
             100,
         ),
     ] {
-        let path = dir.join(format!("{name}.jsonl"));
+        let path = dir.path().join(format!("{name}.jsonl"));
         let _ = std::fs::remove_file(&path);
         let mut log = AuditLog::open_file(
             &path,
@@ -100,7 +103,6 @@ fn append(c: &mut Criterion) {
         });
     }
     group.finish();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn verify(c: &mut Criterion) {

@@ -65,10 +65,7 @@ mod writer;
 pub use error::AuditError;
 pub use file::{ChainHead, Durability, FileOptions, FileSink, Recovery};
 pub use log::AuditLog;
-pub use record::{
-    Event, GENESIS, LineError, LineParts, RecordKind, hash_matches, now_rfc3339, rfc3339,
-    seal_into, split_line,
-};
+pub use record::{Event, GENESIS, RecordKind, now_rfc3339};
 pub use redact::{CODE_KEYS, PATH_KEYS, Redactor, SECRET_KEYS};
 pub use sink::{AuditSink, MemorySink};
 pub use verify::{Break, MAX_VERIFY_THREADS, Report, verify_anchored, verify_files, verify_reader};

@@ -215,36 +215,36 @@ pub struct LineParts<'a> {
     pub body: &'a [u8],
 }
 
-/// Why a line is not a well-formed record.
+/// Why a line is not a well-formed record: the part it lacks.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LineError {
+pub enum MissingPart {
     /// No `,"hash":"..."}` at the end.
-    NoHash,
+    Hash,
     /// No leading `{"seq":N`.
-    NoSeq,
+    Seq,
     /// No `"prev":"..."` just before the hash.
-    NoPrev,
+    Prev,
 }
 
 /// Splits a record line (without its newline) into its chain parts.
-pub fn split_line(line: &[u8]) -> Result<LineParts<'_>, LineError> {
-    let mark = memchr::memmem::rfind(line, HASH_MARK).ok_or(LineError::NoHash)?;
+pub fn split_line(line: &[u8]) -> Result<LineParts<'_>, MissingPart> {
+    let mark = memchr::memmem::rfind(line, HASH_MARK).ok_or(MissingPart::Hash)?;
     let body = &line[..mark];
     let tail = &line[mark + HASH_MARK.len()..];
-    let hash = tail.strip_suffix(b"\"}").ok_or(LineError::NoHash)?;
-    let hash = std::str::from_utf8(hash).map_err(|_| LineError::NoHash)?;
-    let rest = line.strip_prefix(b"{\"seq\":").ok_or(LineError::NoSeq)?;
+    let hash = tail.strip_suffix(b"\"}").ok_or(MissingPart::Hash)?;
+    let hash = std::str::from_utf8(hash).map_err(|_| MissingPart::Hash)?;
+    let rest = line.strip_prefix(b"{\"seq\":").ok_or(MissingPart::Seq)?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     let seq = std::str::from_utf8(&rest[..digits])
         .ok()
         .and_then(|d| d.parse().ok())
-        .ok_or(LineError::NoSeq)?;
+        .ok_or(MissingPart::Seq)?;
     const PREV: &[u8] = b",\"prev\":\"";
-    let prev_at = memchr::memmem::rfind(body, PREV).ok_or(LineError::NoPrev)?;
+    let prev_at = memchr::memmem::rfind(body, PREV).ok_or(MissingPart::Prev)?;
     let prev = body[prev_at + PREV.len()..]
         .strip_suffix(b"\"")
-        .ok_or(LineError::NoPrev)?;
-    let prev = std::str::from_utf8(prev).map_err(|_| LineError::NoPrev)?;
+        .ok_or(MissingPart::Prev)?;
+    let prev = std::str::from_utf8(prev).map_err(|_| MissingPart::Prev)?;
     Ok(LineParts {
         seq,
         prev,

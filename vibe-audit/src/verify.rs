@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::file::ChainHead;
-use crate::record::{LineError, hash_matches, split_line};
+use crate::record::{MissingPart, hash_matches, split_line};
 
 /// The first broken link of a log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,7 +139,7 @@ struct Checked {
     hash_ok: bool,
 }
 
-fn check_line(buffer: &[u8], from: usize, to: usize) -> Result<Checked, LineError> {
+fn check_line(buffer: &[u8], from: usize, to: usize) -> Result<Checked, MissingPart> {
     let line = &buffer[from..to];
     let parts = split_line(line)?;
     let offset = |part: &str| {
@@ -156,7 +156,7 @@ fn check_line(buffer: &[u8], from: usize, to: usize) -> Result<Checked, LineErro
 
 /// Splits and hashes every line on up to [`MAX_VERIFY_THREADS`] threads: hashing is the cost of
 /// verification, and records hash independently. The links are checked in order afterwards.
-fn check_in_parallel(buffer: &[u8], spans: &[(usize, usize)]) -> Vec<Result<Checked, LineError>> {
+fn check_in_parallel(buffer: &[u8], spans: &[(usize, usize)]) -> Vec<Result<Checked, MissingPart>> {
     let check = |&(from, to): &(usize, usize)| check_line(buffer, from, to);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -180,7 +180,7 @@ fn check_in_parallel(buffer: &[u8], spans: &[(usize, usize)]) -> Vec<Result<Chec
             .into_iter()
             .flat_map(|(len, w)| {
                 w.join()
-                    .unwrap_or_else(|_| (0..len).map(|_| Err(LineError::NoHash)).collect())
+                    .unwrap_or_else(|_| (0..len).map(|_| Err(MissingPart::Hash)).collect())
             })
             .collect()
     })

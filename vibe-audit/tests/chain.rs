@@ -8,12 +8,28 @@ use serde_json::json;
 use vibe_audit::*;
 use vibe_contract::AuditPolicy;
 
+mod support;
+use support::{Staged, genesis_log, genesis_writer};
+
 /// A folder of the test's own, removed when the test ends (pass or fail).
 fn temp_dir(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(&format!("vibe-audit-{name}-"))
         .tempdir()
         .unwrap()
+}
+
+/// A log file in a folder of the test's own: the folder (removed when the test ends) and the
+/// file's path.
+fn log_file(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = temp_dir(name);
+    let path = dir.path().join(DEFAULT_LOG);
+    (dir, path)
+}
+
+/// The log at `path`, opened (or resumed) with the default options.
+fn open(path: &Path) -> AuditLog {
+    AuditLog::open_file(path, FileOptions::default(), Redactor::default()).unwrap()
 }
 
 fn append_calls(log: &mut AuditLog, from: u64, n: u64) {
@@ -31,13 +47,12 @@ fn append_calls(log: &mut AuditLog, from: u64, n: u64) {
 
 #[test]
 fn the_chain_survives_restarts() {
-    let dir = temp_dir("restart");
-    let path = dir.path().join(DEFAULT_LOG);
-    let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    let (_dir, path) = log_file("restart");
+    let mut log = open(&path);
     append_calls(&mut log, 0, 10);
     let head = log.head().clone();
     drop(log);
-    let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    let mut log = open(&path);
     assert_eq!(log.head(), &head, "resumed from the last record");
     append_calls(&mut log, 10, 10);
     drop(log);
@@ -49,9 +64,8 @@ fn the_chain_survives_restarts() {
 
 #[test]
 fn a_torn_tail_is_cut_saved_and_recorded() {
-    let dir = temp_dir("torn");
-    let path = dir.path().join(DEFAULT_LOG);
-    let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    let (dir, path) = log_file("torn");
+    let mut log = open(&path);
     append_calls(&mut log, 0, 5);
     drop(log);
     // What a crash mid-append leaves: half a record, no newline.
@@ -65,7 +79,7 @@ fn a_torn_tail_is_cut_saved_and_recorded() {
     std::fs::write(&path, &bytes).unwrap();
     assert!(!verify_files(&[&path]).unwrap().is_intact());
 
-    let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    let mut log = open(&path);
     assert_eq!(log.head().seq, 6, "the recovery itself is record 6");
     append_calls(&mut log, 5, 2);
     drop(log);
@@ -84,8 +98,7 @@ fn a_torn_tail_is_cut_saved_and_recorded() {
 
 #[test]
 fn killing_a_writer_mid_append_loses_no_earlier_record() {
-    let dir = temp_dir("kill");
-    let path = dir.path().join(DEFAULT_LOG);
+    let (_dir, path) = log_file("kill");
     for round in 0..3 {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vibe-audit"))
             .args(["demo-append", path.to_str().unwrap(), "100000000"])
@@ -95,7 +108,7 @@ fn killing_a_writer_mid_append_loses_no_earlier_record() {
         child.kill().unwrap();
         child.wait().unwrap();
         let before = std::fs::metadata(&path).unwrap().len();
-        let log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+        let log = open(&path);
         let head = log.head().clone();
         drop(log);
         let report = verify_files(&[&path]).unwrap();
@@ -107,9 +120,8 @@ fn killing_a_writer_mid_append_loses_no_earlier_record() {
 
 #[test]
 fn a_tampered_last_record_is_refused_on_open() {
-    let dir = temp_dir("tampered");
-    let path = dir.path().join(DEFAULT_LOG);
-    let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    let (_dir, path) = log_file("tampered");
+    let mut log = open(&path);
     append_calls(&mut log, 0, 3);
     drop(log);
     let text = std::fs::read_to_string(&path).unwrap().replace("O2", "O9");
@@ -122,11 +134,7 @@ fn a_tampered_last_record_is_refused_on_open() {
 
 fn memory_log(n: u64) -> Vec<u8> {
     let sink = MemorySink::new();
-    let mut log = AuditLog::new(
-        Box::new(sink.clone()),
-        ChainHead::genesis(),
-        Redactor::default(),
-    );
+    let mut log = genesis_log(sink.clone());
     for i in 0..n {
         let envelope = vibe_errors::Envelope::ok(json!({"i": i}));
         log.append(&Event::answer("s", i, "object.info", &envelope))
@@ -182,9 +190,8 @@ proptest! {
 
 #[test]
 fn a_cut_tail_is_detected_against_an_anchored_head() {
-    let dir = temp_dir("anchor");
-    let path = dir.path().join(DEFAULT_LOG);
-    let mut log = AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    let (_dir, path) = log_file("anchor");
+    let mut log = open(&path);
     append_calls(&mut log, 0, 4);
     let anchored = log.head().clone();
     drop(log);
@@ -249,15 +256,7 @@ impl AuditSink for SlowSink {
 #[test]
 fn backpressure_keeps_everything_and_drop_records_the_loss() {
     let sink = MemorySink::new();
-    let writer = AuditWriter::spawn(
-        AuditLog::new(
-            Box::new(SlowSink(sink.clone())),
-            ChainHead::genesis(),
-            Redactor::default(),
-        ),
-        1,
-        Overflow::Backpressure,
-    );
+    let writer = genesis_writer(SlowSink(sink.clone()), 1, Overflow::Backpressure);
     for i in 0..20 {
         writer
             .record(Event::call("s", i, "kernel.status", json!({})))
@@ -273,15 +272,7 @@ fn backpressure_keeps_everything_and_drop_records_the_loss() {
     drop(writer);
 
     let sink = MemorySink::new();
-    let writer = AuditWriter::spawn(
-        AuditLog::new(
-            Box::new(SlowSink(sink.clone())),
-            ChainHead::genesis(),
-            Redactor::default(),
-        ),
-        1,
-        Overflow::Drop,
-    );
+    let writer = genesis_writer(SlowSink(sink.clone()), 1, Overflow::Drop);
     let mut dropped = 0;
     for i in 0..50 {
         if let Err(AuditError::Dropped) =
@@ -330,8 +321,7 @@ fn rotated_files(path: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn rotation_continues_the_chain_across_files() {
-    let dir = temp_dir("rotate");
-    let path = dir.path().join(DEFAULT_LOG);
+    let (_dir, path) = log_file("rotate");
     let options = FileOptions {
         rotate_bytes: Some(4 * 1024),
         durability: Durability::FsyncPerBatch,
@@ -365,10 +355,8 @@ fn rotation_continues_the_chain_across_files() {
 
 #[test]
 fn a_second_writer_is_refused_instead_of_forking_the_chain() {
-    let dir = temp_dir("two-writers");
-    let path = dir.path().join(DEFAULT_LOG);
-    let mut first =
-        AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    let (_dir, path) = log_file("two-writers");
+    let mut first = open(&path);
     append_calls(&mut first, 0, 3);
     let second = AuditLog::open_file(&path, FileOptions::default(), Redactor::default());
     assert!(
@@ -402,8 +390,7 @@ fn a_second_writer_is_refused_instead_of_forking_the_chain() {
         "{error}"
     );
     // Once the other writer is gone, the chain continues where it stood.
-    let mut again =
-        AuditLog::open_file(&path, FileOptions::default(), Redactor::default()).unwrap();
+    let mut again = open(&path);
     append_calls(&mut again, 3, 2);
     drop(again);
     let report = verify_files(&[&path]).unwrap();
@@ -411,39 +398,10 @@ fn a_second_writer_is_refused_instead_of_forking_the_chain() {
     assert_eq!(report.records, 5);
 }
 
-/// A sink whose lines become durable only on `sync` (as a file's do only on fsync), slowly.
-struct Staged {
-    pending: Vec<u8>,
-    durable: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-}
-
-impl AuditSink for Staged {
-    fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
-        std::thread::sleep(Duration::from_millis(2));
-        self.pending.extend_from_slice(line);
-        Ok(())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(()) // handed on, not durable
-    }
-    fn sync(&mut self) -> std::io::Result<()> {
-        self.durable.lock().unwrap().append(&mut self.pending);
-        Ok(())
-    }
-}
-
 #[test]
 fn a_security_record_is_durable_before_it_returns_and_never_dropped() {
-    let durable = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = Staged {
-        pending: Vec::new(),
-        durable: std::sync::Arc::clone(&durable),
-    };
-    let writer = AuditWriter::spawn(
-        AuditLog::new(Box::new(sink), ChainHead::genesis(), Redactor::default()),
-        1,
-        Overflow::Drop,
-    );
+    let (sink, durable) = Staged::new(Duration::from_millis(2));
+    let writer = genesis_writer(sink, 1, Overflow::Drop);
     let mut dropped = 0;
     for i in 0..50 {
         if let Err(AuditError::Dropped) =

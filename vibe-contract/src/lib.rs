@@ -79,7 +79,7 @@
 //! transactions, object info / transform / rename, modifiers, material list, file save, still
 //! render, file open and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
 //!
-//! `blender-core 1.2.0 = blake3:982612df10120535f469cd9509c37e34e397c45c92e5043643b38f8555a22a9a`
+//! `blender-core 1.3.0 = blake3:440139088ce0a5cec8bfcab19d06466172949a5ea1d9bb4bfb39e9a7f062bf74`
 //!
 //! ## Performance
 //!

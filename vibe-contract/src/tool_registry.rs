@@ -37,6 +37,11 @@ pub struct ToolHints {
     /// counts use it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub listing: bool,
+    /// The tool answers the scene's canonical data (`scene.snapshot`): the bridge seals it
+    /// (data fingerprints, indices, the scene's fingerprints) in its return phase, so every
+    /// backend's fingerprints come from one implementation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub snapshot: bool,
     /// The bridge's own checks of this tool's calls, beyond the schema.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<BridgeCheck>,

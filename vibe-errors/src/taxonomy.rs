@@ -37,6 +37,30 @@ pub enum Reason {
     ActuatorLock,
     /// Read-only mode (the `KILL_VIBE` kill switch, or switched on) refuses every mutation.
     ReadOnly,
+    /// The arguments do not fit the tool's input schema (the answer names the field).
+    Schema,
+    /// Agent code does not parse.
+    Syntax,
+    /// Agent code printed output the verifier could not read in the asked format.
+    Format,
+    /// A number is not finite (NaN or infinity).
+    NonFinite,
+    /// The name is already taken by another data-block of the kind.
+    NameTaken,
+    /// The change would make a parent cycle.
+    Cycle,
+    /// A macro's precondition does not hold before its first step.
+    Precondition,
+    /// A macro's postcondition does not hold after its last step.
+    Postcondition,
+    /// The read-back after a call does not show what the call asked for.
+    VerifyMismatch,
+    /// A GUI rollback found the undo history not where the transaction left it.
+    UndoMismatch,
+    /// A GUI rollback found the undo history cleared (a file load, an undo past the mark).
+    UndoHistoryLost,
+    /// A GUI rollback needs more undo steps than Blender's history keeps.
+    UndoHistoryExhausted,
     /// A reason this version does not know; kept verbatim.
     Other(String),
 }
@@ -56,6 +80,23 @@ impl Reason {
         Reason::ReadOnly,
     ];
 
+    /// The detail reasons: named causes without a taxonomy row of their own (the error's code
+    /// gives its class, retryability and recovery).
+    pub const DETAIL: [Reason; 12] = [
+        Reason::Schema,
+        Reason::Syntax,
+        Reason::Format,
+        Reason::NonFinite,
+        Reason::NameTaken,
+        Reason::Cycle,
+        Reason::Precondition,
+        Reason::Postcondition,
+        Reason::VerifyMismatch,
+        Reason::UndoMismatch,
+        Reason::UndoHistoryLost,
+        Reason::UndoHistoryExhausted,
+    ];
+
     /// The wire spelling of the reason.
     pub fn as_str(&self) -> &str {
         match self {
@@ -69,6 +110,18 @@ impl Reason {
             Reason::IdentityDrift => "identity_drift",
             Reason::ActuatorLock => "actuator_lock",
             Reason::ReadOnly => "read_only",
+            Reason::Schema => "schema",
+            Reason::Syntax => "syntax",
+            Reason::Format => "format",
+            Reason::NonFinite => "non_finite",
+            Reason::NameTaken => "name_taken",
+            Reason::Cycle => "cycle",
+            Reason::Precondition => "precondition",
+            Reason::Postcondition => "postcondition",
+            Reason::VerifyMismatch => "verify_mismatch",
+            Reason::UndoMismatch => "undo_mismatch",
+            Reason::UndoHistoryLost => "undo_history_lost",
+            Reason::UndoHistoryExhausted => "undo_history_exhausted",
             Reason::Other(reason) => reason,
         }
     }
@@ -77,11 +130,13 @@ impl Reason {
     pub fn parse(reason: &str) -> Reason {
         Reason::KNOWN
             .into_iter()
+            .chain(Reason::DETAIL)
             .find(|known| known.as_str() == reason)
             .unwrap_or_else(|| Reason::Other(reason.to_owned()))
     }
 
-    /// The taxonomy row of this reason; `None` for [`Reason::Other`].
+    /// The taxonomy row of this reason; `None` for the [`Reason::DETAIL`] reasons and
+    /// [`Reason::Other`].
     pub fn entry(&self) -> Option<TaxonomyEntry> {
         use FailureClass::*;
         use ProtocolAction as A;
@@ -178,7 +233,7 @@ impl Reason {
                 false,
                 R::AskHuman,
             ),
-            Reason::Other(_) => return None,
+            _ => return None,
         };
         Some(TaxonomyEntry {
             reason: self.clone(),
@@ -218,7 +273,11 @@ impl JsonSchema for Reason {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let known: Vec<&str> = Reason::KNOWN.iter().map(Reason::as_str).collect();
+        let known: Vec<&str> = Reason::KNOWN
+            .iter()
+            .chain(&Reason::DETAIL)
+            .map(Reason::as_str)
+            .collect();
         json_schema!({
             "description": "A failure taxonomy reason; readers must accept other snake_case reasons.",
             "anyOf": [

@@ -89,3 +89,24 @@ fn crate_docs_show_the_taxonomy_table() {
         "the taxonomy table in src/lib.rs differs from taxonomy_markdown()"
     );
 }
+
+/// Every named reason, of the taxonomy or a detail one, has one snake_case spelling that parses
+/// back to it; only the taxonomy's reasons have a row.
+#[test]
+fn every_named_reason_round_trips_and_only_the_taxonomy_has_rows() {
+    use vibe_errors::Reason;
+    let mut spellings = std::collections::BTreeSet::new();
+    for reason in Reason::KNOWN.iter().chain(&Reason::DETAIL) {
+        let spelling = reason.as_str();
+        assert!(
+            spelling.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "{spelling}"
+        );
+        assert!(spellings.insert(spelling), "{spelling} is spelled twice");
+        assert_eq!(&Reason::parse(spelling), reason);
+    }
+    assert_eq!(spellings.len(), 22);
+    assert!(Reason::KNOWN.iter().all(|r| r.entry().is_some()));
+    assert!(Reason::DETAIL.iter().all(|r| r.entry().is_none()));
+    assert_eq!(Reason::parse("made_up"), Reason::Other("made_up".into()));
+}

@@ -14,9 +14,13 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use vibe_audit::{AuditLog, AuditSink, AuditWriter, ChainHead, Overflow, Redactor};
-use vibe_contract::*;
+use vibe_contract::BridgePolicy;
 use vibe_exec::Pipeline;
 use vibe_transport::{Call, MockBlender, MockTransport, Transport};
+
+#[path = "../tests/support/negotiated.rs"]
+mod negotiated;
+use negotiated::negotiated;
 
 /// A sink that drops what it is given.
 struct NullSink;
@@ -37,22 +41,13 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let transport = Arc::new(MockTransport::new(MockBlender::new()));
-    let caps: std::collections::BTreeSet<String> = ["scene.read", "scene.write", "transactions"]
-        .map(String::from)
-        .into();
-    let host = HostProfile {
-        name: "bench".into(),
-        version: "1".into(),
-        capabilities: caps,
-        ..HostProfile::default()
-    };
-    let agreement = negotiate(
-        &HostProposal::new("bench", host),
+    let agreement = negotiated(
+        "bench",
+        &["scene.read", "scene.write", "transactions"],
+        None,
         &BridgePolicy::default(),
         &transport.hello().blender,
-        &blender_core_v1().unwrap(),
-    )
-    .unwrap();
+    );
     let dyn_transport: Arc<dyn Transport> = transport.clone();
     let pipeline = rt
         .block_on(Pipeline::builder(agreement.clone(), Arc::clone(&dyn_transport)).start())
@@ -85,30 +80,19 @@ fn bench(c: &mut Criterion) {
     group.bench_function("object_info_audited", |b| {
         b.iter(|| rt.block_on(audited.call("object.info", info.clone())))
     });
+    // The same call straight through the mock transport.
+    let bare = |tool: &str, params: &serde_json::Value| {
+        let call = Call::new(tool, params.clone(), Duration::from_secs(15));
+        rt.block_on(transport.call(call)).unwrap()
+    };
     group.bench_function("baseline_bare_mock_call", |b| {
-        b.iter(|| {
-            rt.block_on(transport.call(Call::new(
-                transport.next_id(),
-                "object.info",
-                info.clone(),
-                Duration::from_secs(15),
-            )))
-            .unwrap()
-        })
+        b.iter(|| bare("object.info", &info))
     });
     group.bench_function("object_move", |b| {
         b.iter(|| rt.block_on(pipeline.call("object.move", mv.clone())))
     });
     group.bench_function("baseline_bare_mock_move", |b| {
-        b.iter(|| {
-            rt.block_on(transport.call(Call::new(
-                transport.next_id(),
-                "object.move",
-                mv.clone(),
-                Duration::from_secs(15),
-            )))
-            .unwrap()
-        })
+        b.iter(|| bare("object.move", &mv))
     });
     group.finish();
 }

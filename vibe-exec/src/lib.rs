@@ -12,9 +12,20 @@
 //! | 3 plan | `polygon_budget`: reads the object before `modifier.add` | `invalid_arguments`, reason `sanity_limit` |
 //! | 4 execute | `execute`: the transport call, with deadline, re-discovery and idempotent retry | the kernel's envelope |
 //! | 5 verify | `read_back` (optional: [`PipelineBuilder::read_back`]) | `execution_failed` |
-//! | 6 return | `meta`: determinism class, echoed seed, snapshot fingerprint in `result._meta`; `image`: the image a tool made (the registry's `hints.image`), read back from the sandbox into `_meta.image` | |
+//! | 6 return | `seal`: a snapshot tool's result (the registry's `hints.snapshot`) sealed with its fingerprints and indices, an error completed with its guidance; `meta`: determinism class, echoed seed, snapshot fingerprint in `result._meta`; `image`: the image a tool made (the registry's `hints.image`), read back from the sandbox into `_meta.image` | |
 //!
 //! Refusals in phases 1 and 2 never reach the transport and have no side effect.
+//!
+//! A stage an embedder writes has the powers the built-in ones use, on the [`Session`] it is
+//! given: [`Session::read`] (a read-only tool straight to Blender, as the plan, the read-back
+//! and re-discovery read), [`Session::audit_incident`], [`Session::strike`],
+//! [`Session::open_breaker`], and the session's state. Nothing on a `Pipeline` or a `Session`
+//! reaches the transport around the guards; only the `execute` stage sends what may change the
+//! scene.
+//!
+//! Every call has one call id, the pipeline's own ([`Pipeline::next_call_id`]): the audit,
+//! [`Pipeline::cancel`] and the code history use it, whatever the transport numbers its
+//! repeats and read-backs underneath.
 //!
 //! [`Pipeline::call_batch`] runs many calls in order, each through every stage with its own
 //! envelope and audit records; consecutive reads share one call slot and reach the kernel as
@@ -90,7 +101,9 @@
 //! by default), `time_file_ms` for `file` tools (`file.save`, `file.open`; 2 min) and
 //! `time_render_ms` for `render` tools (10 min). A missed deadline answers
 //! `timeout` (reason `deadlock`, partial effects unknown) and opens the breaker;
-//! [`Pipeline::cancel`] answers `timeout` with `details.cancelled = true`. An idempotent tool
+//! [`Pipeline::cancel`] answers `timeout` with `details.cancelled = true` (a call not yet sent
+//! is not sent; one the kernel runs is asked to stop, and a supervised kernel that does not
+//! stop within a second is replaced). An idempotent tool
 //! whose connection dropped is sent once more (it converges); a non-idempotent one never is.
 //! At most the agreed `max_concurrent_calls` calls run at once; the rest **queue** in FIFO
 //! order, and a call that cannot start within its deadline answers `timeout` without having
@@ -126,5 +139,6 @@ pub use sandbox::{
     readable_file,
 };
 pub use session::{
-    CreatedRegistry, KILL_SWITCH_ENV, KernelLock, MAX_REDISCOVERY, SECURITY_STRIKES, Session,
+    CreatedRegistry, KILL_SWITCH_ENV, KernelLock, MAX_REDISCOVERY, ReadError, SECURITY_STRIKES,
+    Session,
 };

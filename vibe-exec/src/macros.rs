@@ -55,7 +55,7 @@ impl Pipeline {
         {
             return Err(Envelope::Err(
                 macro_error(&spec, crate::stages::clip(&format!("{name}: {first}")))
-                    .with_detail("reason", "schema"),
+                    .with_reason(Reason::Schema),
             ));
         }
         let steps = spec.expand(&inputs);
@@ -77,7 +77,7 @@ impl Pipeline {
             if !self.holds(&condition).await {
                 return Err(Envelope::Err(
                     macro_error(&spec, format!("precondition failed: {condition:?}"))
-                        .with_detail("reason", "precondition"),
+                        .with_reason(Reason::Precondition),
                 ));
             }
         }
@@ -115,7 +115,7 @@ impl Pipeline {
                     ErrorCode::ExecutionFailed,
                     format!("postcondition failed: {condition:?}"),
                 )
-                .with_detail("reason", "postcondition");
+                .with_reason(Reason::Postcondition);
                 return Err(self
                     .fail(
                         &spec,

@@ -40,8 +40,9 @@ pub struct CallContext {
     /// The call id: one for the whole call, whatever is repeated underneath (the audit, cancel
     /// and history use it).
     pub id: u64,
-    /// The transport id of the call's latest send (the call id at first; a repeat gets a new one).
-    pub transport_id: u64,
+    /// Fires when [`Pipeline::cancel`](crate::Pipeline::cancel) names this call: a stage that
+    /// waits should stop waiting, and the call's sends carry it to the transport.
+    pub cancel: vibe_transport::CancellationToken,
     /// The tool.
     pub tool: String,
     /// The tool's registry entry, once the contract check found it.

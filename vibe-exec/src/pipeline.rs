@@ -9,12 +9,12 @@ use tokio::sync::Semaphore;
 use vibe_audit::{AuditWriter, Event, RecordKind};
 use vibe_contract::Agreement;
 use vibe_errors::{Envelope, ErrorBody, ErrorCode, Meta, Reason};
-use vibe_transport::{SessionConfig, Transport, TransportError};
+use vibe_transport::{CancellationToken, SessionConfig, Transport, TransportError};
 
 use crate::batch::BatchWindow;
 use crate::phase::{CallContext, Phase, Stage};
 use crate::sandbox::{ProjectRoot, Sandbox, overlaps};
-use crate::session::{KernelLock, Session, lock};
+use crate::session::{KernelLock, Session};
 use crate::stages::*;
 
 /// Why a pipeline could not be started or assembled.
@@ -82,6 +82,7 @@ pub fn default_stages() -> Vec<Arc<dyn Stage>> {
         Arc::new(ExecuteStage),
         Arc::new(TempStorageAfter),
         Arc::new(crate::code::lock::CodeLockAfter),
+        Arc::new(SealStage),
         Arc::new(MetaStage),
         Arc::new(ImageStage),
     ]
@@ -386,9 +387,10 @@ impl Pipeline {
         Duration::from_millis(constraints.deadline_ms(class))
     }
 
-    /// A fresh call id, for [`Pipeline::call_with_id`] and [`Pipeline::cancel`].
+    /// A fresh call id, for [`Pipeline::call_with_id`] and [`Pipeline::cancel`]: the
+    /// pipeline's own, unique for the session, whatever the transport numbers underneath.
     pub fn next_call_id(&self) -> u64 {
-        self.session.transport.next_id()
+        self.session.next_call_id()
     }
 
     /// Runs one tool call through every phase and answers with one envelope.
@@ -396,27 +398,51 @@ impl Pipeline {
         self.call_with_id(self.next_call_id(), tool, params).await
     }
 
-    /// [`Pipeline::call`] with an id chosen beforehand, so that another task can cancel it.
-    pub async fn call_with_id(&self, id: u64, tool: &str, params: Value) -> Envelope {
-        let deadline = self.deadline_for(tool);
-        match tokio::time::timeout(deadline, self.concurrency.acquire()).await {
-            Ok(Ok(_permit)) => self.run_call(id, tool, params, None).await,
-            _ => {
-                let session = &self.session;
-                session.audit(Event::call(session.session_id(), id, tool, params));
-                let envelope = Envelope::Err(
-                    ErrorBody::new(
+    /// [`Pipeline::call`] with an id chosen beforehand (from [`Pipeline::next_call_id`]), so
+    /// that another task can cancel it: from the moment this returns its future until the
+    /// call answers, [`Pipeline::cancel`] with `id` reaches it.
+    pub fn call_with_id<'a>(
+        &'a self,
+        id: u64,
+        tool: &'a str,
+        params: Value,
+    ) -> impl Future<Output = Envelope> + Send + 'a {
+        let flight = self.session.begin_call(id);
+        async move {
+            let deadline = self.deadline_for(tool);
+            let slot = tokio::select! {
+                biased;
+                () = flight.token.cancelled() => Err(ErrorBody::new(
+                    ErrorCode::Timeout,
+                    format!("{tool} was cancelled while it waited for a call slot"),
+                )),
+                slot = tokio::time::timeout(deadline, self.concurrency.acquire()) => match slot {
+                    Ok(Ok(permit)) => Ok(permit),
+                    _ => Err(ErrorBody::new(
                         ErrorCode::Timeout,
                         format!(
                             "{tool} waited {deadline:?} for one of the session's {} call slots",
-                            session.agreement.contract.limits.max_concurrent_calls
+                            self.session.agreement.contract.limits.max_concurrent_calls
                         ),
-                    )
-                    .with_detail("cancelled", true)
-                    .with_detail("partial_effects", "none: the call never started"),
-                );
-                session.audit(Event::answer(session.session_id(), id, tool, &envelope));
-                envelope
+                    )),
+                },
+            };
+            match slot {
+                Ok(_permit) => {
+                    self.run_call(id, tool, params, None, flight.token.clone())
+                        .await
+                }
+                Err(error) => {
+                    let session = &self.session;
+                    session.audit(Event::call(session.session_id(), id, tool, params));
+                    let envelope = Envelope::Err(
+                        error
+                            .with_detail("cancelled", true)
+                            .with_detail("partial_effects", "none: the call never started"),
+                    );
+                    session.audit(Event::answer(session.session_id(), id, tool, &envelope));
+                    envelope
+                }
             }
         }
     }
@@ -480,8 +506,12 @@ impl Pipeline {
         let window = Arc::new(BatchWindow::new(run.len()));
         let calls = run.into_iter().map(|(tool, params)| {
             let id = self.next_call_id();
+            let flight = self.session.begin_call(id);
             let window = Arc::clone(&window);
-            async move { self.run_call(id, &tool, params, Some(window)).await }
+            async move {
+                let token = flight.token.clone();
+                self.run_call(id, &tool, params, Some(window), token).await
+            }
         });
         futures::future::join_all(calls).await
     }
@@ -493,12 +523,13 @@ impl Pipeline {
         tool: &str,
         params: Value,
         batch: Option<Arc<BatchWindow>>,
+        cancel: CancellationToken,
     ) -> Envelope {
         let session = &self.session;
         session.audit(Event::call(session.session_id(), id, tool, params.clone()));
         let mut call = CallContext {
             id,
-            transport_id: id,
+            cancel,
             tool: tool.to_owned(),
             spec: None,
             params,
@@ -580,13 +611,13 @@ impl Pipeline {
         }
     }
 
-    /// Cancels call `id`: its answer becomes `timeout` with `details.cancelled = true`, and the
-    /// kernel is asked to stop it.
-    pub async fn cancel(&self, id: u64) {
-        lock(&self.session.cancelled).insert(id);
-        // The call's latest send: a repeated call has another transport id than its call id.
-        let sent_as = lock(&self.session.sent_as).get(&id).copied().unwrap_or(id);
-        let _ = self.session.transport.cancel(sent_as).await;
+    /// Cancels call `id` (a call in flight, named by its pipeline call id): a call not yet sent
+    /// is not sent; a call the kernel runs is asked to stop (a kernel that does not stop within
+    /// [`CANCEL_GRACE`](vibe_transport::CANCEL_GRACE) is replaced, where the transport
+    /// supervises it). Its answer is `timeout` with `details.cancelled = true`. Whether the call
+    /// was in flight is returned; a finished or unknown id is left alone.
+    pub async fn cancel(&self, id: u64) -> bool {
+        self.session.cancel_call(id)
     }
 
     /// Ends the session: the kernel is closed (a kernel the bridge started is stopped) and the

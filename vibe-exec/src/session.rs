@@ -1,12 +1,12 @@
 //! Per-session state the stages share: the contract, the transport, the guards' state.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use vibe_audit::{AuditWriter, Event, RecordKind};
 use vibe_contract::{Agreement, DataKind};
-use vibe_transport::Transport;
+use vibe_transport::{CancellationToken, Transport};
 
 use crate::sandbox::{ProjectRoot, Sandbox};
 
@@ -22,6 +22,55 @@ pub const MAX_REDISCOVERY: u32 = 3;
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A call in flight: its cancel token stays registered under its call id (for
+/// [`crate::Pipeline::cancel`]) until this is dropped, however the call ends.
+pub(crate) struct InFlightCall {
+    in_flight: Arc<Mutex<HashMap<u64, (CancellationToken, usize)>>>,
+    id: u64,
+    pub(crate) token: CancellationToken,
+}
+
+impl Drop for InFlightCall {
+    fn drop(&mut self) {
+        let mut in_flight = lock(&self.in_flight);
+        if let Some((_, count)) = in_flight.get_mut(&self.id) {
+            *count -= 1;
+            if *count == 0 {
+                in_flight.remove(&self.id);
+            }
+        }
+    }
+}
+
+/// Why [`Session::read`] gave no answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The tool may change the scene: a stage reads only.
+    #[error("{0} is not a read-only tool; a stage may only read")]
+    NotReadOnly(String),
+    /// The tool is not in the session's agreement.
+    #[error("{0} is not an agreed tool")]
+    NotAgreed(String),
+    /// The transport gave no answer.
+    #[error(transparent)]
+    Transport(#[from] vibe_transport::TransportError),
+}
+
+impl ReadError {
+    /// The error as an envelope's body: the transport's own mapping, or `contract_violation` for a
+    /// tool a stage may not read with.
+    pub fn to_error_body(&self) -> vibe_errors::ErrorBody {
+        match self {
+            ReadError::Transport(error) => error.to_error_body(),
+            other => vibe_errors::ErrorBody::new(
+                vibe_errors::ErrorCode::ContractViolation,
+                other.to_string(),
+            ),
+        }
+    }
 }
 
 /// Which session holds the kernel's one transaction. Shared by every session on one kernel
@@ -191,10 +240,10 @@ pub struct Session {
     pub(crate) busy: AtomicU32,
     pub(crate) created: Mutex<CreatedRegistry>,
     pub(crate) kernel_lock: KernelLock,
-    pub(crate) cancelled: Mutex<HashSet<u64>>,
-    /// Each call in flight: its stable call id -> the transport id of its latest send (a
-    /// repeat after a dropped connection, or after re-discovery, gets a new one).
-    pub(crate) sent_as: Mutex<std::collections::HashMap<u64, u64>>,
+    /// The cancel token of each call in flight, by call id (with how many calls share the id).
+    pub(crate) in_flight: Arc<Mutex<HashMap<u64, (CancellationToken, usize)>>>,
+    /// The next call id the pipeline hands out.
+    pub(crate) next_call: AtomicU64,
     pub(crate) audit: Option<Arc<AuditWriter>>,
 }
 
@@ -234,9 +283,39 @@ impl Session {
             busy: AtomicU32::new(0),
             created: Mutex::new(CreatedRegistry::default()),
             kernel_lock,
-            cancelled: Mutex::new(HashSet::new()),
-            sent_as: Mutex::new(std::collections::HashMap::new()),
+            in_flight: Arc::new(Mutex::new(HashMap::new())),
+            next_call: AtomicU64::new(1),
             audit,
+        }
+    }
+
+    /// A fresh call id: unique for the session's lifetime.
+    pub(crate) fn next_call_id(&self) -> u64 {
+        self.next_call.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers call `id` as in flight; calls sharing an id share one token.
+    pub(crate) fn begin_call(&self, id: u64) -> InFlightCall {
+        let mut in_flight = lock(&self.in_flight);
+        let entry = in_flight
+            .entry(id)
+            .or_insert_with(|| (CancellationToken::new(), 0));
+        entry.1 += 1;
+        InFlightCall {
+            in_flight: Arc::clone(&self.in_flight),
+            id,
+            token: entry.0.clone(),
+        }
+    }
+
+    /// Fires the cancel token of call `id`, if it is in flight.
+    pub(crate) fn cancel_call(&self, id: u64) -> bool {
+        match lock(&self.in_flight).get(&id) {
+            Some((token, _)) => {
+                token.cancel();
+                true
+            }
+            None => false,
         }
     }
 
@@ -279,7 +358,9 @@ impl Session {
         lock(&self.breaker).clone()
     }
 
-    pub(crate) fn open_breaker(&self, reason: String) {
+    /// Opens the circuit breaker (a stage that finds the session unsafe to go on): every later
+    /// mutation is refused until [`Session::human_reset`]. Recorded in the audit log.
+    pub fn open_breaker(&self, reason: String) {
         let mut breaker = lock(&self.breaker);
         if breaker.is_none() {
             self.audit_incident(
@@ -305,8 +386,8 @@ impl Session {
         );
     }
 
-    /// Counts a security refusal; the third turns the session read-only.
-    pub(crate) fn strike(&self, what: &str) {
+    /// Counts a security refusal; the [`SECURITY_STRIKES`]-th turns the session read-only.
+    pub fn strike(&self, what: &str) {
         let strikes = self.strikes.fetch_add(1, Ordering::SeqCst) + 1;
         if strikes >= SECURITY_STRIKES {
             self.set_read_only(format!("{strikes} security refusals (last: {what})"));
@@ -323,6 +404,33 @@ impl Session {
         self.kernel_lock.holder()
     }
 
+    /// Whether a call that makes the kernel busy (a file save) is in flight.
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst) > 0
+    }
+
+    /// Reads from Blender for a stage: a call of an agreed tool the registry marks
+    /// `hints.read_only`, straight to the transport (a read changes nothing the guards keep),
+    /// cancelled with `cancel`, its answer sealed as the return phase seals one. Any other tool
+    /// is refused without a call. The built-in stages' read-backs, plans and re-discovery use
+    /// this too: it is the one way a stage reaches Blender.
+    pub async fn read(
+        &self,
+        tool: &str,
+        params: serde_json::Value,
+        deadline: std::time::Duration,
+        cancel: &CancellationToken,
+    ) -> Result<vibe_errors::Envelope, ReadError> {
+        let snapshot = match self.agreement.tools.get(tool) {
+            Some(spec) if spec.hints.read_only => spec.hints.snapshot,
+            Some(_) => return Err(ReadError::NotReadOnly(tool.to_owned())),
+            None => return Err(ReadError::NotAgreed(tool.to_owned())),
+        };
+        let call = vibe_transport::Call::new(tool, params, deadline).cancelled_by(cancel.clone());
+        let answer = self.transport.call(call).await?;
+        Ok(crate::stages::ret::sealed(snapshot, answer))
+    }
+
     pub(crate) fn audit(&self, event: Event) {
         if let Some(audit) = &self.audit
             && let Err(error) = audit.record(event)
@@ -334,7 +442,7 @@ impl Session {
     /// An incident record. Security records are durable (on disk, synced) before this returns,
     /// so before the answer that reports them, whatever the writer's overflow and durability
     /// modes; the others are queued like every record.
-    pub(crate) fn audit_incident(&self, kind: RecordKind, detail: serde_json::Value) {
+    pub fn audit_incident(&self, kind: RecordKind, detail: serde_json::Value) {
         let event = Event::incident(self.session_id(), kind, detail);
         match &self.audit {
             Some(audit) if kind == RecordKind::Security => {

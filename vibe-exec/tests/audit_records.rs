@@ -7,35 +7,11 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde_json::{Value, json};
 use support::*;
-use vibe_audit::{AuditLog, AuditSink, AuditWriter, ChainHead, Overflow, Redactor};
+use vibe_audit::{AuditWriter, Overflow};
 use vibe_errors::{Envelope, ErrorBody, ErrorCode};
-use vibe_transport::{
-    Call, Hello, MockBlender, MockTransport, SessionConfig, Transport, TransportError,
-};
-
-/// Lines become durable only on `sync`; every line takes a moment (the queue overflows).
-struct Staged {
-    pending: Vec<u8>,
-    durable: Arc<Mutex<Vec<u8>>>,
-}
-
-impl AuditSink for Staged {
-    fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
-        std::thread::sleep(Duration::from_millis(1));
-        self.pending.extend_from_slice(line);
-        Ok(())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn sync(&mut self) -> std::io::Result<()> {
-        self.durable.lock().unwrap().append(&mut self.pending);
-        Ok(())
-    }
-}
+use vibe_transport::{MockBlender, MockTransport, Transport};
 
 fn durable_records(durable: &Mutex<Vec<u8>>) -> Vec<Value> {
     String::from_utf8(durable.lock().unwrap().clone())
@@ -46,16 +22,9 @@ fn durable_records(durable: &Mutex<Vec<u8>>) -> Vec<Value> {
 }
 
 fn staged_writer() -> (Arc<AuditWriter>, Arc<Mutex<Vec<u8>>>) {
-    let durable = Arc::new(Mutex::new(Vec::new()));
-    let sink = Staged {
-        pending: Vec::new(),
-        durable: Arc::clone(&durable),
-    };
-    let writer = AuditWriter::spawn(
-        AuditLog::new(Box::new(sink), ChainHead::genesis(), Redactor::default()),
-        1,
-        Overflow::Drop,
-    );
+    // Lines become durable only on `sync`; every line takes a moment (the queue overflows).
+    let (sink, durable) = Staged::new(Duration::from_millis(1));
+    let writer = genesis_writer(sink, 1, Overflow::Drop);
     (Arc::new(writer), durable)
 }
 
@@ -77,44 +46,28 @@ async fn a_security_record_is_durable_before_the_answer_that_reports_it() {
 }
 
 /// Answers every `object.move` as a kernel the supervisor replaced would.
-struct Replacing(MockTransport);
-
-#[async_trait]
-impl Transport for Replacing {
-    fn hello(&self) -> &Hello {
-        self.0.hello()
-    }
-    fn next_id(&self) -> u64 {
-        self.0.next_id()
-    }
-    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
-        self.0.configure(session).await
-    }
-    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
+fn replacing(inner: MockTransport) -> Hooked {
+    Hooked::wrap(inner).on_call(|t, call| {
         if call.tool == "object.move" {
-            return Ok(Envelope::Err(
-                ErrorBody::new(
-                    ErrorCode::Timeout,
-                    "object.move passed its deadline; the kernel was replaced",
-                )
-                .with_detail("kernel", "replaced")
-                .with_detail("restored", "the checkpoint and 2 journaled calls"),
-            ));
+            return Box::pin(async {
+                Ok(Envelope::Err(
+                    ErrorBody::new(
+                        ErrorCode::Timeout,
+                        "object.move passed its deadline; the kernel was replaced",
+                    )
+                    .with_detail("kernel", "replaced")
+                    .with_detail("restored", "the checkpoint and 2 journaled calls"),
+                ))
+            });
         }
-        self.0.call(call).await
-    }
-    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        self.0.cancel(id).await
-    }
-    async fn close(&self) -> Result<(), TransportError> {
-        self.0.close().await
-    }
+        t.inner.call(call)
+    })
 }
 
 #[tokio::test]
 async fn a_kernel_the_bridge_replaced_is_a_recovery_in_the_chain() {
     let (audit, written) = memory_audit();
-    let transport = Arc::new(Replacing(MockTransport::new(MockBlender::new())));
+    let transport = Arc::new(replacing(MockTransport::new(MockBlender::new())));
     let agreement = agreement_for(transport.hello(), "replaced", None, &[]);
     let p = vibe_exec::Pipeline::builder(agreement, transport)
         .audit(Arc::clone(&audit))

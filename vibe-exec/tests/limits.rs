@@ -82,80 +82,46 @@ async fn a_large_argument_does_not_stall_a_small_call() {
     );
 }
 
-/// A transport that answers `slow_tool` only after `delay` (a render or save that takes long).
-struct Slow {
-    inner: vibe_transport::MockTransport,
-    slow_tool: &'static str,
-    delay: std::time::Duration,
-}
-
-#[async_trait::async_trait]
-impl vibe_transport::Transport for Slow {
-    fn hello(&self) -> &vibe_transport::Hello {
-        self.inner.hello()
-    }
-    fn next_id(&self) -> u64 {
-        self.inner.next_id()
-    }
-    async fn configure(
-        &self,
-        session: &vibe_transport::SessionConfig,
-    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
-        self.inner.configure(session).await
-    }
-    async fn call(
-        &self,
-        call: vibe_transport::Call,
-    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
-        if call.tool == self.slow_tool {
-            match tokio::time::timeout(call.deadline, tokio::time::sleep(self.delay)).await {
-                Ok(()) => {}
-                Err(_) => return Err(vibe_transport::TransportError::Deadline(call.deadline)),
-            }
-        }
-        self.inner.call(call).await
-    }
-    async fn cancel(&self, id: u64) -> Result<(), vibe_transport::TransportError> {
-        self.inner.cancel(id).await
-    }
-    async fn close(&self) -> Result<(), vibe_transport::TransportError> {
-        self.inner.close().await
-    }
-}
-
 async fn slow_pipeline(
     slow_tool: &'static str,
     delay_ms: u64,
 ) -> (vibe_exec::Pipeline, tempfile::TempDir) {
     use std::sync::Arc;
     let sandbox = tempfile::tempdir().unwrap();
-    let transport = Arc::new(Slow {
-        inner: vibe_transport::MockTransport::new(vibe_transport::MockBlender::new().with_files()),
-        slow_tool,
-        delay: std::time::Duration::from_millis(delay_ms),
-    });
+    let delay = std::time::Duration::from_millis(delay_ms);
+    // A transport that answers `slow_tool` only after `delay` (a render or save that takes long).
+    let transport = Arc::new(
+        Hooked::wrap(vibe_transport::MockTransport::new(
+            vibe_transport::MockBlender::new().with_files(),
+        ))
+        .on_call(move |t, call| {
+            Box::pin(async move {
+                if call.tool == slow_tool {
+                    match tokio::time::timeout(call.deadline, tokio::time::sleep(delay)).await {
+                        Ok(()) => {}
+                        Err(_) => {
+                            return Err(vibe_transport::TransportError::Deadline(call.deadline));
+                        }
+                    }
+                }
+                t.inner.call(call).await
+            })
+        }),
+    );
     // Reads and edits get 300 ms, file tools 3 s.
     let constraints = vibe_contract::Constraints {
         time_per_tool_ms: 300,
         time_file_ms: 3_000,
         ..Default::default()
     };
-    let agreement = agreement_for(
-        transport.hello(),
-        "deadlines",
-        Some(constraints),
-        &["file.write"],
-    );
-    let dyn_transport: Arc<dyn vibe_transport::Transport> = transport;
-    let pipeline = vibe_exec::Pipeline::builder(agreement, dyn_transport)
-        .sandbox(vibe_exec::Sandbox::new(sandbox.path()).unwrap())
-        .start()
-        .await
-        .unwrap();
+    let pipeline = file_pipeline(transport, "deadlines", constraints, sandbox.path()).await;
     (pipeline, sandbox)
 }
 
-#[tokio::test]
+/// On paused time: the slow transport and the pipeline's deadlines wait on tokio's timers only,
+/// so a 1 s save is 1 s against a 300 ms or a 3 s deadline, with no scheduling in between (and
+/// the test does not wait those seconds).
+#[tokio::test(start_paused = true)]
 async fn each_tool_gets_the_deadline_of_its_time_class() {
     // A save that takes 1 s completes under the file class's 3 s...
     let (p, _sandbox) = slow_pipeline("file.save", 1_000).await;
@@ -183,44 +149,11 @@ async fn each_tool_gets_the_deadline_of_its_time_class() {
     assert_eq!(error.details["deadline_ms"], 3_000, "{error:?}");
 }
 
-/// A transport that counts the calls in flight at once (each takes a moment, so they overlap).
+/// The calls in flight at once, and the most there ever were.
+#[derive(Default)]
 struct InFlight {
-    inner: vibe_transport::MockTransport,
     now: AtomicU32,
     most: AtomicU32,
-}
-
-#[async_trait::async_trait]
-impl Transport for InFlight {
-    fn hello(&self) -> &vibe_transport::Hello {
-        self.inner.hello()
-    }
-    fn next_id(&self) -> u64 {
-        self.inner.next_id()
-    }
-    async fn configure(
-        &self,
-        session: &vibe_transport::SessionConfig,
-    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
-        self.inner.configure(session).await
-    }
-    async fn call(
-        &self,
-        call: vibe_transport::Call,
-    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(std::time::Duration::from_micros(200)).await;
-        let answer = self.inner.call(call).await;
-        self.now.fetch_sub(1, Ordering::SeqCst);
-        answer
-    }
-    async fn cancel(&self, id: u64) -> Result<(), vibe_transport::TransportError> {
-        self.inner.cancel(id).await
-    }
-    async fn close(&self) -> Result<(), vibe_transport::TransportError> {
-        self.inner.close().await
-    }
 }
 
 /// The negotiated `max_concurrent_calls` bounds the calls the pipeline has in flight: 1,000
@@ -228,11 +161,23 @@ impl Transport for InFlight {
 /// reach 3, and all answer (a slot is waited for within the call's deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_concurrent_calls_bounds_a_thousand_calls_in_flight() {
-    let transport = std::sync::Arc::new(InFlight {
-        inner: vibe_transport::MockTransport::new(MockBlender::new()),
-        now: AtomicU32::new(0),
-        most: AtomicU32::new(0),
-    });
+    // A transport that counts the calls in flight at once (each takes a moment, so they overlap).
+    let transport = std::sync::Arc::new(
+        Hooked::with_state(
+            vibe_transport::MockTransport::new(MockBlender::new()),
+            InFlight::default(),
+        )
+        .on_call(|t, call| {
+            Box::pin(async move {
+                let now = t.now.fetch_add(1, Ordering::SeqCst) + 1;
+                t.most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+                let answer = t.inner.call(call).await;
+                t.now.fetch_sub(1, Ordering::SeqCst);
+                answer
+            })
+        }),
+    );
     let host = vibe_contract::HostProfile {
         name: "test".into(),
         version: "1".into(),
@@ -271,40 +216,6 @@ async fn max_concurrent_calls_bounds_a_thousand_calls_in_flight() {
     assert_eq!(transport.most.load(Ordering::SeqCst), 3);
 }
 
-/// A MockTransport whose hello reports a jail with a memory ceiling.
-struct Jailed {
-    inner: vibe_transport::MockTransport,
-    hello: vibe_transport::Hello,
-}
-
-#[async_trait::async_trait]
-impl Transport for Jailed {
-    fn hello(&self) -> &vibe_transport::Hello {
-        &self.hello
-    }
-    fn next_id(&self) -> u64 {
-        self.inner.next_id()
-    }
-    async fn configure(
-        &self,
-        session: &vibe_transport::SessionConfig,
-    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
-        self.inner.configure(session).await
-    }
-    async fn call(
-        &self,
-        call: vibe_transport::Call,
-    ) -> Result<vibe_errors::Envelope, vibe_transport::TransportError> {
-        self.inner.call(call).await
-    }
-    async fn cancel(&self, id: u64) -> Result<(), vibe_transport::TransportError> {
-        self.inner.cancel(id).await
-    }
-    async fn close(&self) -> Result<(), vibe_transport::TransportError> {
-        self.inner.close().await
-    }
-}
-
 /// `max_memory_mib` is held by the jail's RLIMIT_AS (crossed by the escape corpus's memory
 /// payloads); a pipeline refuses to start over a kernel whose jail allows more than agreed.
 #[tokio::test]
@@ -317,7 +228,8 @@ async fn a_kernel_jailed_above_the_agreed_memory_is_refused_at_start() {
         let inner = vibe_transport::MockTransport::new(MockBlender::new());
         let mut hello = inner.hello().clone();
         hello.blender.confinement.memory_mib = Some(jail_mib);
-        let transport = std::sync::Arc::new(Jailed { inner, hello });
+        // A MockTransport whose hello reports a jail with a memory ceiling.
+        let transport = std::sync::Arc::new(Hooked::wrap(inner).with_hello(hello));
         let constraints = vibe_contract::Constraints {
             max_memory_mib: agreed_mib,
             ..Default::default()

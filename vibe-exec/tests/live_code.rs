@@ -14,20 +14,29 @@ use vibe_exec::Pipeline;
 use vibe_exec::code::{CodeFixer, FastRetry, FixRequest};
 use vibe_transport::{StdioOptions, StdioTransport, SupervisedKernel, Transport};
 
-async fn live_pipeline(what: &str, time_per_tool_ms: u64) -> (Pipeline, Arc<SupervisedKernel>) {
-    let sandbox = std::env::temp_dir().join(format!("vibe-live-code-{}", std::process::id()));
+/// The pipeline, its kernel, and its sandbox (removed when the test ends, passed or failed).
+async fn live_pipeline(
+    what: &str,
+    time_per_tool_ms: u64,
+) -> (Pipeline, Arc<SupervisedKernel>, tempfile::TempDir) {
+    let sandbox = tempfile::Builder::new()
+        .prefix("vibe-live-code-")
+        .tempdir()
+        .unwrap();
     let constraints = Constraints {
         time_per_tool_ms,
         ..Constraints::default()
     };
     let caps = ["scene.read", "scene.write", "transactions", "code_exec"];
-    support::live_jailed_pipeline(what, &sandbox, &caps, constraints, false).await
+    let (pipeline, kernel) =
+        support::live_jailed_pipeline(what, sandbox.path(), &caps, constraints, false).await;
+    (pipeline, kernel, sandbox)
 }
 
 #[tokio::test]
 #[ignore = "needs VIBE_LIVE"]
 async fn runaway_code_times_out_and_the_next_call_succeeds() {
-    let (p, transport) = live_pipeline("python.exec deadline", 2_000).await;
+    let (p, transport, _sandbox) = live_pipeline("python.exec deadline", 2_000).await;
     let before =
         p.call("scene.snapshot", json!({})).await.result().unwrap()["content_fingerprint"].clone();
     let runaway = p.call("python.exec", json!({"code": "import bpy\nbpy.data.objects['Cube'].location.x = 9\nwhile True: pass"})).await;
@@ -78,7 +87,7 @@ impl CodeFixer for Scripted {
 #[tokio::test]
 #[ignore = "needs VIBE_LIVE"]
 async fn the_fast_retry_loop_repairs_real_blender_errors() {
-    let (p, transport) = live_pipeline("fast retry against Blender", 10_000).await;
+    let (p, transport, _sandbox) = live_pipeline("fast retry against Blender", 10_000).await;
     // Attempt 1: a syntax error. Attempt 2: a real Blender KeyError. Attempt 3: correct.
     let fixer = Scripted(
         Mutex::new(vec![
@@ -118,11 +127,7 @@ async fn the_fast_retry_loop_repairs_real_blender_errors() {
 #[tokio::test]
 #[ignore = "needs VIBE_LIVE"]
 async fn an_unconfined_kernel_is_not_granted_code() {
-    assert!(
-        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
-        "live test run without VIBE_LIVE=1"
-    );
-    let python = std::env::var_os("VIBE_BPY_PYTHON").expect("VIBE_BPY_PYTHON is not set");
+    let python = support::required("VIBE_BPY_PYTHON");
     let transport = StdioTransport::spawn(StdioOptions::bpy_python(python).unwrap())
         .await
         .unwrap();
@@ -159,7 +164,7 @@ async fn an_unconfined_kernel_is_not_granted_code() {
 #[tokio::test]
 #[ignore = "needs VIBE_LIVE"]
 async fn a_failed_call_inside_a_transaction_leaves_the_state_before_it() {
-    let (p, transport) = live_pipeline("atomic inside a transaction", 15_000).await;
+    let (p, transport, _sandbox) = live_pipeline("atomic inside a transaction", 15_000).await;
     let fingerprint =
         |answer: vibe_errors::Envelope| answer.result().unwrap()["content_fingerprint"].clone();
     let at_begin = fingerprint(p.call("scene.snapshot", json!({})).await);

@@ -7,14 +7,16 @@
 //! depend on finding a gate bypass. Live tests: `#[ignore = "needs VIBE_LIVE"]`, run with
 //! `VIBE_LIVE=1 VIBE_BPY_PYTHON=... VIBE_BLENDER=... cargo test --test live_code_lock -- --include-ignored`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use vibe_contract::*;
 use vibe_exec::Pipeline;
 use vibe_transport::jail::Jail;
-use vibe_transport::{StdioOptions, SupervisedKernel, Transport, kernel_factory};
+use vibe_transport::{SupervisedKernel, Transport};
+
+mod support;
+use support::{jailed_kernels, negotiated, required};
 
 /// Ways agent code takes the factory Cube (which the agent did not create) away.
 const DELETIONS: [(&str, &str); 11] = [
@@ -67,38 +69,23 @@ const DISARM: &str = "import sys\nlock = sys.modules['vibe_kernel.lock']\nlock.v
 lock.part_violations = lambda *a, **k: []\nlock.block_violations = lambda *a, **k: []\n\
 codeexec = sys.modules['vibe_kernel.codeexec']\ncodeexec.check = lambda tree: None\n";
 
-fn required(var: &str) -> PathBuf {
-    assert!(
-        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
-        "live test without VIBE_LIVE=1"
-    );
-    PathBuf::from(std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set")))
-}
-
 struct Live {
     pipeline: Pipeline,
     kernel: Arc<SupervisedKernel>,
-    sandbox: PathBuf,
+    /// Removed when the test ends, passed or failed.
+    sandbox: tempfile::TempDir,
 }
 
 async fn live(target: &str, disarmed: bool) -> Live {
-    let sandbox = std::env::temp_dir().join(format!(
-        "vibe-live-lock-{target}-{disarmed}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&sandbox);
-    std::fs::create_dir_all(&sandbox).unwrap();
-    let mut jail = Jail::new(&sandbox);
+    let sandbox = tempfile::Builder::new()
+        .prefix(&format!("vibe-live-lock-{target}-{disarmed}-"))
+        .tempdir()
+        .unwrap();
+    let mut jail = Jail::new(sandbox.path());
     if disarmed {
         jail = jail.env("VIBE_KERNEL_GATE", "off");
     }
-    let factory = if target == "bpy" {
-        let python = required("VIBE_BPY_PYTHON");
-        kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail))
-    } else {
-        let blender = required("VIBE_BLENDER");
-        kernel_factory(move || StdioOptions::jailed_blender(&blender, &jail))
-    };
+    let factory = jailed_kernels(target, jail);
     let mut kernel = SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
         .await
         .unwrap();
@@ -107,15 +94,7 @@ async fn live(target: &str, disarmed: bool) -> Live {
         kernel = kernel.with_warm_spare().await;
     }
     let kernel = Arc::new(kernel);
-    let host = HostProfile {
-        name: "live-lock".into(),
-        version: "1".into(),
-        capabilities: ["scene.read", "scene.write", "transactions", CAP_CODE_EXEC]
-            .map(String::from)
-            .into(),
-        ..HostProfile::default()
-    };
-    let mut proposal = HostProposal::new("live-lock", host);
+    let mut constraints = None;
     let mut policy = BridgePolicy::default();
     policy.capabilities.insert(CAP_CODE_EXEC.into());
     if disarmed {
@@ -123,16 +102,16 @@ async fn live(target: &str, disarmed: bool) -> Live {
             code_gate: CodeGateMode::LogOnly,
             ..Constraints::default()
         };
-        proposal.constraints = Some(log_only.clone());
+        constraints = Some(log_only.clone());
         policy.constraints = log_only;
     }
-    let agreement = negotiate(
-        &proposal,
+    let agreement = negotiated(
+        "live-lock",
+        &["scene.read", "scene.write", "transactions", CAP_CODE_EXEC],
+        constraints,
         &policy,
         &kernel.hello().blender,
-        &blender_core_v1().unwrap(),
-    )
-    .unwrap();
+    );
     let transport: Arc<dyn vibe_transport::Transport> = kernel.clone();
     let pipeline = Pipeline::builder(agreement, transport)
         .code_gate()
@@ -181,7 +160,6 @@ async fn every_deletion_is_refused(target: &str, disarmed: bool) {
     }
     a_forged_tag_does_not_make_it_the_agents(p, target).await;
     live.kernel.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&live.sandbox);
 }
 
 /// Agent code copies the tag the kernel puts on the agent's objects onto the person's Cube (a
@@ -298,7 +276,7 @@ async fn nothing_outlives_the_call(target: &str) {
          \x20               pass\n\
          bpy.data.objects['Cube'].location.z = 42\n\
          raise RuntimeError('after overwriting every file it could reach')\n",
-        sandbox = live.sandbox.canonicalize().unwrap().display()
+        sandbox = live.sandbox.path().canonicalize().unwrap().display()
     );
     let answer = p.call("python.exec", json!({ "code": vandal })).await;
     assert!(!answer.is_ok(), "{target}: the vandal raised");
@@ -340,7 +318,6 @@ async fn nothing_outlives_the_call(target: &str) {
         "{target}: the bridge followed the rename: {deleted:?}"
     );
     live.kernel.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&live.sandbox);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -360,7 +337,7 @@ async fn live_blender_nothing_agent_code_installs_outlives_its_call() {
 async fn the_boundary_holds_against_its_own_plumbing(target: &str) {
     let live = live(target, true).await;
     let p = &live.pipeline;
-    let sandbox = live.sandbox.canonicalize().unwrap();
+    let sandbox = live.sandbox.path().canonicalize().unwrap();
     let secret = sandbox.join("HUMAN_ONLY").join("plans.blend");
     // A real .blend of the human's, holding a private text, made by this target's Blender.
     let make = format!(
@@ -441,7 +418,6 @@ async fn the_boundary_holds_against_its_own_plumbing(target: &str) {
         "{target}: the Cube survived the race"
     );
     live.kernel.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&live.sandbox);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

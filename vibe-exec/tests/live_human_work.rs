@@ -17,7 +17,13 @@ use serde_json::{Value, json};
 use vibe_contract::*;
 use vibe_exec::{Pipeline, ProjectRoot, Sandbox};
 use vibe_transport::jail::Jail;
-use vibe_transport::{StdioOptions, SupervisedKernel, Transport, kernel_factory};
+use vibe_transport::{SupervisedKernel, Transport};
+
+mod support;
+use support::{jailed_kernels, negotiated, required};
+#[path = "../../vibe-transport/tests/support/blender.rs"]
+mod blender;
+use blender::headless_script;
 
 /// Builds the character with plain bpy and saves it to `argv[-2]`; its startup script would
 /// write `argv[-1]` if Python auto-execution were on when the file is opened.
@@ -62,14 +68,6 @@ script.use_module = True
 bpy.ops.wm.save_as_mainfile(filepath=out)
 "#;
 
-fn required(var: &str) -> PathBuf {
-    assert!(
-        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
-        "live test without VIBE_LIVE=1"
-    );
-    PathBuf::from(std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set")))
-}
-
 /// Saves the character into `root` with the target's own Blender.
 fn build_character(target: &str, root: &Path, marker: &Path) -> PathBuf {
     let script = root.parent().unwrap().join("build_character.py");
@@ -83,15 +81,7 @@ fn build_character(target: &str, root: &Path, marker: &Path) -> PathBuf {
             .output()
             .unwrap()
     } else {
-        std::process::Command::new(required("VIBE_BLENDER"))
-            .args([
-                "-b",
-                "--factory-startup",
-                "--python-exit-code",
-                "1",
-                "--python",
-            ])
-            .arg(&script)
+        headless_script(&required("VIBE_BLENDER"), &script)
             .arg("--")
             .arg(&file)
             .arg(marker)
@@ -113,39 +103,25 @@ struct Live {
 
 async fn session(target: &str, sandbox: &Path, root: &Path) -> Live {
     let jail = Jail::new(sandbox).read_root(root);
-    let factory = if target == "bpy" {
-        let python = required("VIBE_BPY_PYTHON");
-        kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail))
-    } else {
-        let blender = required("VIBE_BLENDER");
-        kernel_factory(move || StdioOptions::jailed_blender(&blender, &jail))
-    };
+    let factory = jailed_kernels(target, jail);
     let kernel = Arc::new(
         SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
             .await
             .unwrap(),
     );
-    let host = HostProfile {
-        name: "live-human-work".into(),
-        version: "1".into(),
-        capabilities: [
+    let agreement = negotiated(
+        "live-human-work",
+        &[
             "scene.read",
             "scene.write",
             "transactions",
             CAP_FILE_READ,
             CAP_FILE_WRITE,
-        ]
-        .map(String::from)
-        .into(),
-        ..HostProfile::default()
-    };
-    let agreement = negotiate(
-        &HostProposal::new("live-human-work", host),
+        ],
+        None,
         &BridgePolicy::default(),
         &kernel.hello().blender,
-        &blender_core_v1().unwrap(),
-    )
-    .unwrap();
+    );
     let transport: Arc<dyn Transport> = kernel.clone();
     let pipeline = Pipeline::builder(agreement, transport)
         .sandbox(Sandbox::new(sandbox).unwrap())

@@ -3,11 +3,11 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use support::*;
-use vibe_audit::{AuditLog, AuditWriter, ChainHead, MemorySink, Overflow, Redactor, verify_reader};
+use vibe_audit::{ChainHead, MemorySink, Overflow, verify_reader};
 use vibe_errors::{ErrorCode, Reason};
 use vibe_exec::{Phase, Sandbox};
 use vibe_transport::{Fault, FaultPlan, MockBlender};
@@ -23,15 +23,7 @@ fn reason(envelope: &vibe_errors::Envelope) -> Option<String> {
 #[tokio::test]
 async fn the_hallucinated_purge_fails_safely() {
     let sink = MemorySink::new();
-    let audit = Arc::new(AuditWriter::spawn(
-        AuditLog::new(
-            Box::new(sink.clone()),
-            ChainHead::genesis(),
-            Redactor::default(),
-        ),
-        64,
-        Overflow::Backpressure,
-    ));
+    let audit = Arc::new(genesis_writer(sink.clone(), 64, Overflow::Backpressure));
     let (transport, builder) = builder(with_armature(MockBlender::new()), None, &[]);
     let p = builder.audit(Arc::clone(&audit)).start().await.unwrap();
     let rig_before = transport.scene();
@@ -293,17 +285,13 @@ async fn transactions_belong_to_their_session() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_missed_deadline_opens_the_breaker_until_a_human_resets_it() {
-    let r = rig_with(
-        MockBlender::new(),
-        FaultPlan::none().at(1, Fault::Hang),
-        200,
-    )
-    .await;
-    let started = Instant::now();
+    let r = hung_rig(200).await;
+    let started = tokio::time::Instant::now();
     let answer = r.pipeline.call("kernel.status", json!({})).await;
-    assert!(started.elapsed() < Duration::from_millis(1_500));
+    // On paused time (the mock waits on tokio's timers only): the agreed 200 ms, exactly.
+    assert_eq!(started.elapsed(), Duration::from_millis(200));
     let error = answer.error().unwrap();
     assert_eq!(
         (error.code.as_str(), error.reason()),
@@ -325,27 +313,25 @@ async fn a_missed_deadline_opens_the_breaker_until_a_human_resets_it() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cancellation_answers_timeout_with_cancelled() {
-    let r = rig_with(
-        MockBlender::new(),
-        FaultPlan::none().at(1, Fault::Hang),
-        5_000,
-    )
-    .await;
+    let r = hung_rig(5_000).await;
     let id = r.pipeline.next_call_id();
     let pipeline = r.pipeline.clone();
     let call =
         tokio::spawn(async move { pipeline.call_with_id(id, "kernel.status", json!({})).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     r.pipeline.cancel(id).await;
     let answer = call.await.unwrap();
     let error = answer.error().unwrap();
     assert_eq!(error.code, ErrorCode::Timeout);
     assert_eq!(error.details["cancelled"], true);
-    assert!(
-        started.elapsed() < Duration::from_millis(2_000),
+    // On paused time: the hung mock ignores the cancel, so the call ends after the cancel's
+    // grace, not at its 5 s deadline.
+    assert_eq!(
+        started.elapsed(),
+        vibe_transport::CANCEL_GRACE,
         "cancel did not wait for the deadline"
     );
 }

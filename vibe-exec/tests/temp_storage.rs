@@ -7,54 +7,12 @@ mod support;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use serde_json::json;
 use support::*;
-use vibe_errors::Envelope;
 use vibe_exec::stages::SandboxListing;
-use vibe_transport::{
-    Call, Hello, MockBlender, MockTransport, SessionConfig, Transport, TransportError,
-};
+use vibe_transport::{MockBlender, MockTransport, Transport};
 
 const MIB: usize = 1024 * 1024;
-
-/// `file.save` writes `bytes` bytes at its path in the sandbox, as Blender would.
-struct Writing {
-    inner: MockTransport,
-    sandbox: PathBuf,
-    bytes: usize,
-    /// The kernel's own folder (a jailed kernel's private folder, say).
-    kernel: tempfile::TempDir,
-}
-
-#[async_trait]
-impl Transport for Writing {
-    fn hello(&self) -> &Hello {
-        self.inner.hello()
-    }
-    fn next_id(&self) -> u64 {
-        self.inner.next_id()
-    }
-    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
-        self.inner.configure(session).await
-    }
-    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
-        if call.tool == "file.save" {
-            let path = call.params["path"].as_str().unwrap();
-            std::fs::write(self.sandbox.join(path), vec![7u8; self.bytes]).unwrap();
-        }
-        self.inner.call(call).await
-    }
-    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        self.inner.cancel(id).await
-    }
-    async fn close(&self) -> Result<(), TransportError> {
-        self.inner.close().await
-    }
-    fn storage_folders(&self) -> Vec<PathBuf> {
-        vec![self.kernel.path().to_path_buf()]
-    }
-}
 
 async fn pipeline(bytes: usize, temp_storage_mib: u64) -> (vibe_exec::Pipeline, tempfile::TempDir) {
     let (p, sandbox, _kernel) = pipeline_with_kernel(bytes, temp_storage_mib).await;
@@ -68,28 +26,25 @@ async fn pipeline_with_kernel(
     let sandbox = tempfile::tempdir().unwrap();
     let kernel = tempfile::tempdir().unwrap();
     let kernel_path = kernel.path().to_path_buf();
-    let transport = Arc::new(Writing {
-        inner: MockTransport::new(MockBlender::new().with_files()),
-        sandbox: sandbox.path().to_path_buf(),
-        bytes,
-        kernel,
-    });
+    // `file.save` writes `bytes` bytes at its path in the sandbox, as Blender would; the
+    // kernel's own folder (a jailed kernel's private folder, say) is kept with the transport.
+    let written = sandbox.path().to_path_buf();
+    let transport = Arc::new(
+        Hooked::with_state(MockTransport::new(MockBlender::new().with_files()), kernel)
+            .with_storage(vec![kernel_path.clone()])
+            .on_call(move |t, call| {
+                if call.tool == "file.save" {
+                    let path = call.params["path"].as_str().unwrap();
+                    std::fs::write(written.join(path), vec![7u8; bytes]).unwrap();
+                }
+                t.inner.call(call)
+            }),
+    );
     let constraints = vibe_contract::Constraints {
         temp_storage_mib,
         ..Default::default()
     };
-    let agreement = agreement_for(
-        transport.hello(),
-        "storage",
-        Some(constraints),
-        &["file.write"],
-    );
-    let dyn_transport: Arc<dyn Transport> = transport;
-    let pipeline = vibe_exec::Pipeline::builder(agreement, dyn_transport)
-        .sandbox(vibe_exec::Sandbox::new(sandbox.path()).unwrap())
-        .start()
-        .await
-        .unwrap();
+    let pipeline = file_pipeline(transport, "storage", constraints, sandbox.path()).await;
     (pipeline, sandbox, kernel_path)
 }
 

@@ -44,7 +44,6 @@ fn mock(c: &mut Criterion) {
     group.bench_function("call_round_trip", |b| {
         b.iter(|| {
             rt.block_on(transport.call(Call::new(
-                transport.next_id(),
                 "object.info",
                 params.clone(),
                 Duration::from_secs(5),
@@ -123,7 +122,6 @@ fn tcp(c: &mut Criterion) {
         .to_line();
         let answer = transport
             .call(Call::new(
-                transport.next_id(),
                 "kernel.status",
                 json!({}),
                 Duration::from_secs(5),
@@ -145,7 +143,6 @@ fn tcp(c: &mut Criterion) {
     group.bench_function("small_call", |b| {
         b.iter(|| {
             rt.block_on(transport.call(Call::new(
-                transport.next_id(),
                 "kernel.status",
                 json!({}),
                 Duration::from_secs(5),
@@ -174,7 +171,6 @@ fn tcp(c: &mut Criterion) {
             rt.block_on(async {
                 let calls = (0..1000).map(|_| {
                     transport.call(Call::new(
-                        transport.next_id(),
                         "kernel.status",
                         json!({}),
                         Duration::from_secs(10),

@@ -19,8 +19,22 @@
 //! subset of the result). Beside each scenario, `<name>.expected.json` holds the normalized
 //! answer of every step and the scene's content fingerprint after the last step; every backend
 //! must reproduce it exactly. Each scenario starts from Blender's factory scene.
+//!
+//! Each scenario runs in a session of its own, which [`run`] configures: the capabilities a
+//! kernel grants before any `configure` (`scene.read`, `scene.write`, `transactions`), plus those
+//! of what the scenario `needs`:
+//!
+//! * `files`: a sandbox folder (made for the run, removed after it) with `file.read`,
+//!   `file.write` and `render`. In `params` and `expect.result`, `${sandbox}` stands for the
+//!   sandbox's absolute path, and answers name it the same way, so that the expected outcomes
+//!   do not depend on where the run made it.
+//! * `code`: `code_exec`, for `python.exec`.
+//!
+//! The Blender must offer them (MockBlender `with_files()` and with a code handler; a kernel
+//! with Cycles, started with agent code allowed); one it does not offer fails the run.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -28,7 +42,7 @@ use serde_json::{Map, Value, json};
 use vibe_contract::canonical_json;
 use vibe_errors::Envelope;
 
-use crate::snapshot::SNAPSHOT_TOOL;
+use crate::frame::SessionConfig;
 use crate::transport::{Call, Transport};
 
 /// What a step expects, checked on every run.
@@ -61,6 +75,32 @@ pub struct Step {
     pub expect: Expect,
 }
 
+/// What a scenario needs beyond the scene tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Need {
+    /// A sandbox folder, and the capabilities that read from it and write into it.
+    Files,
+    /// Agent code (`python.exec`).
+    Code,
+}
+
+impl Need {
+    /// The capabilities it adds to the session.
+    pub fn capabilities(self) -> &'static [&'static str] {
+        match self {
+            Need::Files => &["file.read", "file.write", "render"],
+            Need::Code => &["code_exec"],
+        }
+    }
+}
+
+/// The capabilities every scenario's session has: what a kernel grants before any `configure`.
+pub const BASE_CAPABILITIES: [&str; 3] = ["scene.read", "scene.write", "transactions"];
+
+/// What stands for the sandbox's absolute path in a scenario's params, expectations and answers.
+pub const SANDBOX: &str = "${sandbox}";
+
 /// A conformance scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -69,8 +109,27 @@ pub struct Scenario {
     pub name: String,
     /// What it shows.
     pub summary: String,
+    /// What it needs beyond the scene tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<Need>,
     /// The calls, in order.
     pub steps: Vec<Step>,
+}
+
+impl Scenario {
+    /// Whether it needs `need`.
+    pub fn needs(&self, need: Need) -> bool {
+        self.needs.contains(&need)
+    }
+
+    /// The capabilities of its session.
+    pub fn capabilities(&self) -> BTreeSet<String> {
+        BASE_CAPABILITIES
+            .iter()
+            .chain(self.needs.iter().flat_map(|n| n.capabilities()))
+            .map(|c| c.to_string())
+            .collect()
+    }
 }
 
 /// What a run produced: the normalized answers and the final content fingerprint.
@@ -102,6 +161,11 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
 
 /// Keys that differ between Blender builds for the same scene; left out of normalized answers.
 const BUILD_SPECIFIC: [&str; 4] = ["fingerprint", "blender_version", "kernel_version", "_meta"];
+
+/// Result fields of one tool that differ between Blender builds for the same scene: the size of
+/// a saved `.blend` is its writer's. Left out of the scenarios' normalized answers (the registry
+/// still holds them to their type).
+const BUILD_SPECIFIC_RESULTS: [(&str, &str); 1] = [("file.save", "bytes")];
 
 fn strip(value: &Value) -> Value {
     match value {
@@ -152,16 +216,37 @@ fn contains(actual: &Value, expected: &Value) -> bool {
     }
 }
 
+/// The default registries, loaded once.
+fn registries() -> Result<&'static vibe_contract::Registries, String> {
+    static REGISTRY: std::sync::OnceLock<Result<vibe_contract::Registries, String>> =
+        std::sync::OnceLock::new();
+    REGISTRY
+        .get_or_init(|| vibe_contract::blender_core_v1().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// An answer as a caller of the pipeline gets it from its return phase: a snapshot tool's
+/// result (`hints.snapshot`) sealed, an error completed with its guidance. The scenarios run
+/// transports bare, so they apply the same two steps; the pipeline's `seal` stage is the other
+/// caller of the same functions.
+pub fn as_returned(tool: &str, envelope: Envelope) -> Envelope {
+    let snapshot = registries()
+        .ok()
+        .and_then(|r| r.tools.get(tool))
+        .is_some_and(|spec| spec.hints.snapshot);
+    match envelope {
+        Envelope::Ok(result) if snapshot => Envelope::Ok(crate::snapshot::sealed(result)),
+        Envelope::Err(error) => Envelope::Err(error.with_guidance()),
+        other => other,
+    }
+}
+
 /// Whether an answer keeps the registry's promise for its tool: a result valid by the tool's
 /// `outputs` schema (its `_meta` aside), an error code among its `error_codes`. Every target's
 /// every answer of the scenarios is held to it.
 pub fn by_registry(tool: &str, envelope: &Envelope) -> Result<(), String> {
-    static REGISTRY: std::sync::OnceLock<Result<vibe_contract::Registries, String>> =
-        std::sync::OnceLock::new();
-    let registries = REGISTRY
-        .get_or_init(|| vibe_contract::blender_core_v1().map_err(|e| e.to_string()))
-        .as_ref()?;
-    let spec = registries
+    let spec = registries()?
         .tools
         .get(tool)
         .ok_or_else(|| format!("{tool} is not in the registry"))?;
@@ -235,16 +320,124 @@ pub fn check(step: &Step, envelope: &Envelope) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs a scenario on a transport whose Blender is at the factory scene.
+/// Every string in `value` with `from` replaced by `to`.
+fn replace_in(value: &Value, from: &str, to: &str) -> Value {
+    match value {
+        Value::String(text) => Value::String(text.replace(from, to)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| replace_in(v, from, to)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), replace_in(v, from, to)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The sandbox folder of one run, removed when dropped.
+struct Sandbox(PathBuf);
+
+impl Sandbox {
+    fn new(scenario: &str) -> Result<Sandbox, String> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "vibe-conformance-{scenario}-{}-{}",
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Kernels compare resolved paths: hand them the canonical one.
+        let path = std::fs::canonicalize(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Sandbox(path))
+    }
+
+    fn path(&self) -> String {
+        self.0.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Configures the transport's session for `scenario`: its capabilities, which the Blender must
+/// offer, and the sandbox.
+async fn configure(
+    transport: &dyn Transport,
+    scenario: &Scenario,
+    sandbox: Option<&Sandbox>,
+    deadline: Duration,
+) -> Result<(), String> {
+    let capabilities = scenario.capabilities();
+    let offered = &transport.hello().blender.features;
+    let missing: Vec<&String> = capabilities.difference(offered).collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} needs {missing:?}, which this Blender does not offer (it offers {offered:?})",
+            scenario.name
+        ));
+    }
+    let session = SessionConfig {
+        session_id: format!("conformance-{}", scenario.name),
+        capabilities,
+        sanity: vibe_contract::SanityLimits::default(),
+        sandbox: sandbox.map(Sandbox::path),
+        project_roots: Vec::new(),
+        time_per_tool_ms: deadline.as_millis().try_into().unwrap_or(u64::MAX),
+    };
+    let answer = transport
+        .configure(&session)
+        .await
+        .map_err(|e| format!("{}: configure: {e}", scenario.name))?;
+    if answer.is_ok() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: configure refused: {}",
+            scenario.name,
+            answer.to_json_string()
+        ))
+    }
+}
+
+/// Runs a scenario on a transport whose Blender is at the factory scene, in a session
+/// configured for it (see the module's documentation). Every answer is checked against its
+/// step's `expect` and against the registry; the first that fails ends the run with an error.
 pub async fn run(
     transport: &dyn Transport,
     scenario: &Scenario,
     deadline: Duration,
 ) -> Result<Outcome, String> {
+    let sandbox = if scenario.needs(Need::Files) {
+        Some(Sandbox::new(&scenario.name)?)
+    } else {
+        None
+    };
+    configure(transport, scenario, sandbox.as_ref(), deadline).await?;
+    let sandbox_path = sandbox.as_ref().map(Sandbox::path);
+    // `${sandbox}` in, the sandbox's path out.
+    let expand = |value: &Value| match &sandbox_path {
+        Some(path) => replace_in(value, SANDBOX, path),
+        None => value.clone(),
+    };
+    let contract = |value: &Value| match &sandbox_path {
+        Some(path) => replace_in(value, path, SANDBOX),
+        None => value.clone(),
+    };
     let mut steps = Vec::with_capacity(scenario.steps.len());
     for (i, step) in scenario.steps.iter().enumerate() {
+        let mut step = step.clone();
+        if let Value::Object(params) = expand(&Value::Object(std::mem::take(&mut step.params))) {
+            step.params = params;
+        }
+        step.expect.result = step.expect.result.as_ref().map(expand);
         let call = Call::new(
-            transport.next_id(),
             step.call.clone(),
             Value::Object(step.params.clone()),
             deadline,
@@ -253,18 +446,30 @@ pub async fn run(
             .call(call)
             .await
             .map_err(|e| format!("{} step {i}: transport error: {e}", scenario.name))?;
-        check(step, &envelope).map_err(|e| format!("{} step {i}: {e}", scenario.name))?;
+        let envelope = as_returned(&step.call, envelope);
+        check(&step, &envelope).map_err(|e| format!("{} step {i}: {e}", scenario.name))?;
         by_registry(&step.call, &envelope)
             .map_err(|e| format!("{} step {i}: {e}", scenario.name))?;
-        steps.push(normalize(&envelope));
+        let mut answer = contract(&normalize(&envelope));
+        if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
+            for (_, field) in BUILD_SPECIFIC_RESULTS
+                .iter()
+                .filter(|(t, _)| *t == step.call)
+            {
+                result.remove(*field);
+            }
+        }
+        steps.push(answer);
     }
+    let snapshot_tool = registries()?
+        .tools
+        .tools()
+        .iter()
+        .find(|spec| spec.hints.snapshot)
+        .map(|spec| spec.name.clone())
+        .ok_or("the registry has no snapshot tool")?;
     let snapshot = transport
-        .call(Call::new(
-            transport.next_id(),
-            SNAPSHOT_TOOL,
-            json!({}),
-            deadline,
-        ))
+        .call(Call::new(snapshot_tool, json!({}), deadline))
         .await
         .map_err(|e| format!("{}: final snapshot: {e}", scenario.name))?;
     let scene = snapshot
@@ -276,7 +481,6 @@ pub async fn run(
                 scenario.name,
                 snapshot.to_json_string()
             )
-        })?
-        .to_owned();
+        })?;
     Ok(Outcome { steps, scene })
 }

@@ -13,7 +13,7 @@ use vibe_errors::{ErrorBody, ErrorCode, Reason};
 pub enum TransportError {
     /// Could not reach the kernel (refused, unreachable, child did not start).
     #[error("could not connect to the kernel: {0}")]
-    Connect(String),
+    Connect(#[source] Cause),
     /// The peer answered, but is not a vibe kernel (no hello, or another protocol).
     #[error("the peer is not a vibe kernel: {0}")]
     NotAVibeKernel(String),
@@ -60,13 +60,88 @@ pub enum TransportError {
     KernelExited(ExitReport),
     /// The connection dropped while the call was in flight: it may or may not have run.
     #[error("connection lost while the call was in flight; it may or may not have run: {0}")]
-    ConnectionLost(String),
+    ConnectionLost(#[source] Cause),
     /// The transport is closed (after `close`, a halt, or a dead child).
     #[error("the transport is closed: {0}")]
     Closed(String),
-    /// Two calls in flight share an id.
-    #[error("call id {0} is already in flight")]
-    DuplicateId(u64),
+}
+
+/// What lies under a [`TransportError::Connect`] or [`TransportError::ConnectionLost`]: a
+/// message for the agent, and the I/O error behind it when there is one, kept whole
+/// ([`std::error::Error::source`] of the cause returns it).
+#[derive(Clone, Debug)]
+pub struct Cause {
+    message: String,
+    io: Option<std::sync::Arc<std::io::Error>>,
+}
+
+impl Cause {
+    /// A cause with no I/O error behind it.
+    pub fn new(message: impl Into<String>) -> Cause {
+        Cause {
+            message: message.into(),
+            io: None,
+        }
+    }
+
+    /// An I/O error, with what was being done when it happened.
+    pub fn io(context: impl std::fmt::Display, error: std::io::Error) -> Cause {
+        Cause {
+            message: format!("{context}: {error}"),
+            io: Some(std::sync::Arc::new(error)),
+        }
+    }
+
+    /// The message, as the error's text shows it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The I/O error behind it, if there is one.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.io.as_deref()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Cause) -> bool {
+        self.message == other.message
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.io
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<String> for Cause {
+    fn from(message: String) -> Cause {
+        Cause::new(message)
+    }
+}
+
+impl From<&str> for Cause {
+    fn from(message: &str) -> Cause {
+        Cause::new(message)
+    }
+}
+
+impl From<std::io::Error> for Cause {
+    fn from(error: std::io::Error) -> Cause {
+        Cause {
+            message: error.to_string(),
+            io: Some(std::sync::Arc::new(error)),
+        }
+    }
 }
 
 /// How a kernel process ended, as [`TransportError::KernelExited`] reports it.
@@ -213,7 +288,6 @@ impl TransportError {
             TransportError::Cancelled => "cancelled",
             TransportError::ConnectionLost(_) => "connection_lost",
             TransportError::Closed(_) => "closed",
-            TransportError::DuplicateId(_) => "duplicate_id",
             TransportError::QueueTimeout(_) => "queue_timeout",
             TransportError::KernelRestarted { .. } => "kernel_restarted",
             TransportError::KernelExited(_) => "kernel_exited",

@@ -75,6 +75,55 @@ pub struct SessionConfig {
 }
 
 impl SessionConfig {
+    /// Settings for session `session_id`: no capability granted, the default sanity limits,
+    /// no sandbox or project root, 15 s a call, no bound of its own on calls in flight.
+    pub fn new(session_id: impl Into<String>) -> SessionConfig {
+        SessionConfig {
+            session_id: session_id.into(),
+            capabilities: BTreeSet::new(),
+            sanity: SanityLimits::default(),
+            sandbox: None,
+            project_roots: Vec::new(),
+            time_per_tool_ms: 15_000,
+        }
+    }
+
+    /// Grants `capabilities` (`scene.read`, `scene.write`, ...).
+    pub fn capabilities<S: Into<String>>(
+        mut self,
+        capabilities: impl IntoIterator<Item = S>,
+    ) -> SessionConfig {
+        self.capabilities = capabilities.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The sandbox folder (absolute, canonical).
+    pub fn sandbox(mut self, sandbox: impl Into<String>) -> SessionConfig {
+        self.sandbox = Some(sandbox.into());
+        self
+    }
+
+    /// The read-only project roots (absolute, canonical).
+    pub fn project_roots<S: Into<String>>(
+        mut self,
+        roots: impl IntoIterator<Item = S>,
+    ) -> SessionConfig {
+        self.project_roots = roots.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The sanity limits.
+    pub fn sanity(mut self, sanity: SanityLimits) -> SessionConfig {
+        self.sanity = sanity;
+        self
+    }
+
+    /// The deadline of one call, in milliseconds.
+    pub fn time_per_tool_ms(mut self, ms: u64) -> SessionConfig {
+        self.time_per_tool_ms = ms;
+        self
+    }
+
     /// The deadline of one call under these settings (at least 1 ms).
     pub fn call_deadline(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.time_per_tool_ms.max(1))

@@ -1,7 +1,7 @@
 //! # vibe-transport: reaching Blender
 //!
 //! Everything the bridge does reaches Blender through one small trait, [`Transport`]: a call
-//! (id, tool, params, deadline) is answered exactly once, with an error model v1 envelope or a
+//! (tool, params, deadline, a cancel token) is answered exactly once, with an error model v1 envelope or a
 //! [`TransportError`]. Backends sit behind additive features:
 //!
 //! | feature | backend | for |
@@ -16,9 +16,8 @@
 //! use std::time::Duration;
 //!
 //! let transport = MockTransport::new(MockBlender::new());
-//! let id = transport.next_id();
 //! let answer = transport
-//!     .call(Call::new(id, "object.info", serde_json::json!({"name": "Cube"}), Duration::from_secs(1)))
+//!     .call(Call::new("object.info", serde_json::json!({"name": "Cube"}), Duration::from_secs(1)))
 //!     .await
 //!     .unwrap();
 //! assert_eq!(answer.result().unwrap()["type"], "MESH");
@@ -32,10 +31,10 @@
 //!
 //! NDJSON frames (one compact JSON object per line) with a maximum frame size enforced while
 //! reading ([`LineCodec`]); the kernel speaks first with a hello; over TCP a token is proven
-//! before any call; requests carry ids and may be pipelined or sent as one `batch` frame
+//! before any call; requests carry ids the transport assigns and may be pipelined or sent as one `batch` frame
 //! ([`Transport::call_batch`]: the kernel runs them in order in one hop of Blender's main
-//! thread, at most [`MAX_BATCH_CALLS`] a frame); answers are matched by id; cancellation is by
-//! id. A peer that is not a vibe kernel (silent, or speaking another
+//! thread, at most [`MAX_BATCH_CALLS`] a frame); answers are matched by id; a call's
+//! cancel token sends a cancel for its id. A peer that is not a vibe kernel (silent, or speaking another
 //! framing) is reported as [`TransportError::NotAVibeKernel`] within the handshake deadline.
 //! The full specification, with examples for a kernel implementer, is `PROTOCOL.md` beside this
 //! crate.
@@ -45,8 +44,11 @@
 //! * No call waits past its deadline; a call in flight when a connection drops fails as E0 and
 //!   says it may or may not have run; it is never resent.
 //! * A malformed or oversized frame halts the session ([`TransportError::halts_session`]).
-//! * `scene.snapshot` results are sealed on the bridge side ([`snapshot::seal`]): every backend's
-//!   fingerprints come from the same code.
+//! * Answers come back as the kernel sent them: tool semantics are the pipeline's. Its return
+//!   phase seals a `scene.snapshot` result ([`snapshot::seal`], for the tool the registry marks
+//!   `hints.snapshot`), so every backend's fingerprints come from the same code.
+//! * Ids are the transport's own: [`Connection`] numbers every request it sends, so callers
+//!   never pick one and two requests never share one; a call is cancelled by its token.
 //!
 //! ## Testing without Blender
 //!
@@ -104,12 +106,13 @@ mod tcp;
 
 pub use codec::{CodecError, DEFAULT_MAX_FRAME_BYTES, LineCodec};
 pub use connection::{Connection, HandshakeOptions, MAX_BATCH_CALLS};
-pub use error::{EXIT_CONSOLE_LINES, ExitReport, TransportError};
+pub use error::{Cause, EXIT_CONSOLE_LINES, ExitReport, TransportError};
 pub use frame::{
     Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig, TransactionCarry,
 };
 pub use rng::SplitMix64;
-pub use transport::{Call, CodeBoundary, Transport};
+pub use tokio_util::sync::CancellationToken;
+pub use transport::{CANCEL_GRACE, Call, CodeBoundary, Transport};
 
 #[cfg(any(feature = "stdio", feature = "tcp"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "stdio", feature = "tcp"))))]

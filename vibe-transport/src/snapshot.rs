@@ -1,7 +1,8 @@
 //! Sealing a `scene.snapshot` result: data fingerprints, indices and scene fingerprints.
 //!
 //! Kernels (the Python kernel, MockBlender) return the snapshot's canonical data; the bridge
-//! hashes it, so every backend's fingerprints come from one implementation:
+//! hashes it in its return phase (for a tool whose registry entry says `hints.snapshot`), so
+//! every backend's fingerprints come from one implementation:
 //!
 //! * each object gets `data_fingerprint`, over its `data` block;
 //! * `indices`: `by_name` (name -> position in `objects`), `by_collection` and `by_material`
@@ -18,9 +19,6 @@ use vibe_contract::Fingerprint;
 
 /// The snapshot schema version.
 pub const SNAPSHOT_VERSION: u64 = 1;
-
-/// The tool whose results are sealed.
-pub const SNAPSHOT_TOOL: &str = "scene.snapshot";
 
 /// Adds fingerprints and indices to a snapshot result in place; other values are left alone.
 pub fn seal(snapshot: &mut Value) {
@@ -95,7 +93,22 @@ pub fn seal(snapshot: &mut Value) {
     root.insert("fingerprint".into(), json!(fingerprint));
 }
 
-/// The content fingerprint of a sealed snapshot result, if it has one.
-pub fn content_fingerprint(snapshot: &Value) -> Option<&str> {
-    snapshot.get("content_fingerprint").and_then(Value::as_str)
+/// The content fingerprint of a snapshot result: the one it was sealed with, or the one sealing
+/// would give it. `None` when the value is not a snapshot (not an object).
+pub fn content_fingerprint(snapshot: &Value) -> Option<String> {
+    if let Some(sealed) = snapshot.get("content_fingerprint").and_then(Value::as_str) {
+        return Some(sealed.to_owned());
+    }
+    let mut sealed = snapshot.clone();
+    seal(&mut sealed);
+    sealed
+        .get("content_fingerprint")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// A snapshot result, sealed: what the bridge's return phase gives a caller.
+pub fn sealed(mut snapshot: Value) -> Value {
+    seal(&mut snapshot);
+    snapshot
 }

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -109,7 +109,6 @@ pub struct StdioTransport {
     /// Set by `close`: calls failing afterwards are the bridge's doing, not a death.
     closing: AtomicBool,
     grace: Duration,
-    next_id: AtomicU64,
     pid: Option<u32>,
     #[cfg(feature = "jail")]
     jail_dirs: Option<Arc<crate::jail::JailDirs>>,
@@ -147,10 +146,9 @@ impl StdioTransport {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let child = command.spawn().map_err(|e| {
-            TransportError::Connect(format!(
-                "could not start {}: {e}",
-                options.program.display()
-            ))
+            TransportError::Connect(
+                format!("could not start {}: {e}", options.program.display()).into(),
+            )
         })?;
         let mut child = child;
         let pid = child.id();
@@ -197,7 +195,6 @@ impl StdioTransport {
             exited,
             closing: AtomicBool::new(false),
             grace: options.shutdown_grace,
-            next_id: AtomicU64::new(1),
             pid,
             #[cfg(feature = "jail")]
             jail_dirs: options.jail_dirs.clone(),
@@ -215,12 +212,6 @@ impl StdioTransport {
         self.jail_dirs.as_deref().map(|dirs| dirs.private.as_path())
     }
 
-    /// Tells the kernel to stop call `id` and keeps waiting for its answer (see
-    /// [`Transport::cancel`], which stops waiting at once).
-    pub fn ask_to_cancel(&self, id: u64) {
-        self.connection.ask_to_cancel(id);
-    }
-
     /// Kills the child's whole process group at once (SIGKILL) and fails every call in flight.
     /// In a jail, the pid namespace ends with it.
     pub fn kill(&self) {
@@ -230,32 +221,10 @@ impl StdioTransport {
         }
     }
 
-    /// Saves the scene to `path` (a `.blend` the kernel can write).
-    pub async fn checkpoint(
-        &self,
-        path: &str,
-        deadline: Duration,
-    ) -> Result<Envelope, TransportError> {
-        self.connection
-            .checkpoint(self.next_id(), path, deadline)
-            .await
-    }
-
-    /// Every object's name, data, scene collections and whether the scene holds it.
-    pub async fn inventory(&self, deadline: Duration) -> Result<Envelope, TransportError> {
-        self.connection.inventory(self.next_id(), deadline).await
-    }
-
-    /// Loads the scene from `path` (a `.blend` the kernel can read).
-    pub async fn restore(
-        &self,
-        path: &str,
-        transaction: Option<crate::frame::TransactionCarry>,
-        deadline: Duration,
-    ) -> Result<Envelope, TransportError> {
-        self.connection
-            .restore(self.next_id(), path, transaction, deadline)
-            .await
+    /// The stream connection to the child: its control frames (`checkpoint`, `inventory`,
+    /// `restore`) are the supervisor's, and a bench's.
+    pub fn connection(&self) -> &Connection {
+        &self.connection
     }
 
     /// How the child ended, once it has exited (`None` while it runs).
@@ -387,15 +356,9 @@ impl Transport for StdioTransport {
         &self.hello
     }
 
-    fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
     async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
         let deadline = session.call_deadline();
-        self.connection
-            .configure(self.next_id(), session, deadline)
-            .await
+        self.connection.configure_within(session, deadline).await
     }
 
     async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
@@ -425,14 +388,9 @@ impl Transport for StdioTransport {
         Vec::new()
     }
 
-    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        self.connection.cancel(id);
-        Ok(())
-    }
-
     async fn close(&self) -> Result<(), TransportError> {
         self.closing.store(true, Ordering::Relaxed);
-        self.connection.close().await;
+        let _ = self.connection.close().await;
         let mut exited = self.exited.clone();
         let gone = tokio::time::timeout(self.grace, exited.wait_for(Option::is_some)).await;
         if gone.is_err()

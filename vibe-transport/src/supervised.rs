@@ -18,7 +18,7 @@
 //!   `timeout` with `details.cancelled = true`, `details.restored` (what the scene now is) and
 //!   `details.kernel = "replaced"`; the session goes on. Calls in flight on the killed kernel
 //!   answer that they did not take effect.
-//! * **Cancel.** [`Transport::cancel`] asks the kernel to stop the call (it interrupts agent
+//! * **Cancel.** A call's cancel token asks the kernel to stop the call (it interrupts agent
 //!   code and drops queued calls); a call still running [`CANCEL_GRACE`] later (a render, an
 //!   import: C code no tracer reaches) has its kernel killed, and answers `timeout` with
 //!   `details.cancelled = true`, `details.restored` and `details.kernel = "replaced"`.
@@ -40,16 +40,12 @@ use vibe_errors::{Determinism, Envelope, ErrorBody, ErrorCode};
 use crate::error::{ExitReport, TransportError};
 use crate::frame::{Hello, SessionConfig};
 use crate::stdio::StdioTransport;
-use crate::transport::{Call, CodeBoundary, Transport};
+use crate::transport::{CANCEL_GRACE, Call, CodeBoundary, Transport};
 
 mod boundary;
-mod cancel;
 mod last_good;
 mod replace;
 mod store;
-
-pub use cancel::CANCEL_GRACE;
-use cancel::Cancels;
 
 use last_good::LastGood;
 
@@ -61,10 +57,6 @@ pub const JOURNAL_LIMIT: usize = 64;
 pub const RESTORE_DEADLINE: Duration = Duration::from_secs(120);
 /// The least time the kernel that ran agent code gets to save the scene it left.
 pub const RETIRE_SAVE_MIN: Duration = Duration::from_secs(2);
-
-/// The first id of calls through the supervisor; each kernel numbers its own control frames and
-/// replayed calls from 1, so the two ranges never meet.
-const FIRST_CALL_ID: u64 = 1 << 40;
 
 /// Starts a kernel (for the first time or as a replacement).
 pub type KernelFactory =
@@ -79,7 +71,7 @@ pub fn factory(
     Arc::new(move || {
         let make = Arc::clone(&make);
         Box::pin(async move {
-            let options = make().map_err(|e| TransportError::Connect(e.to_string()))?;
+            let options = make().map_err(|e| TransportError::Connect(e.into()))?;
             StdioTransport::spawn(options).await
         })
     })
@@ -95,7 +87,6 @@ pub struct SupervisedKernel {
     last_good: tokio::sync::Mutex<LastGood>,
     store: PathBuf,
     hello: Hello,
-    next_id: AtomicU64,
     replacements: AtomicU64,
     boundary: bool,
     /// A kernel started ahead of need, so a replacement does not wait for Blender to start.
@@ -103,8 +94,6 @@ pub struct SupervisedKernel {
         tokio::sync::Mutex<Option<tokio::task::JoinHandle<Result<StdioTransport, TransportError>>>>,
     /// Typed calls share it; agent code holds it alone from its call to the bridge's decision.
     exclusive: Arc<tokio::sync::RwLock<()>>,
-    /// Calls in flight and those cancelled (a call Blender cannot stop has its kernel killed).
-    cancels: Cancels,
 }
 
 impl std::fmt::Debug for SupervisedKernel {
@@ -131,7 +120,7 @@ impl SupervisedKernel {
             crate::rng::unique_suffix()
         ));
         std::fs::create_dir_all(&store)
-            .map_err(|e| TransportError::Connect(format!("checkpoint folder: {e}")))?;
+            .map_err(|e| TransportError::Connect(format!("checkpoint folder: {e}").into()))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -144,13 +133,10 @@ impl SupervisedKernel {
             current: StdMutex::new((0, Arc::new(first))),
             last_good: tokio::sync::Mutex::new(LastGood::default()),
             store,
-            // Far above the ids each kernel's own counter gives its control frames and replays.
-            next_id: AtomicU64::new(FIRST_CALL_ID),
             replacements: AtomicU64::new(0),
             boundary: true,
             spare: tokio::sync::Mutex::new(None),
             exclusive: Arc::new(tokio::sync::RwLock::new(())),
-            cancels: Cancels::default(),
         })
     }
 
@@ -190,18 +176,14 @@ impl Transport for SupervisedKernel {
         &self.hello
     }
 
-    fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
     async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
         let kernel = self.current();
         let answer = kernel.configure(session).await?;
         let mut last = self.last_good.lock().await;
         last.session = Some(session.clone());
-        self.checkpoint(&kernel, &mut last)
-            .await
-            .map_err(|e| TransportError::Connect(format!("the first checkpoint failed: {e}")))?;
+        self.checkpoint(&kernel, &mut last).await.map_err(|e| {
+            TransportError::Connect(format!("the first checkpoint failed: {e}").into())
+        })?;
         Ok(answer)
     }
 
@@ -214,16 +196,21 @@ impl Transport for SupervisedKernel {
         // Agent code runs alone and keeps the session until the bridge's decision (settle);
         // typed calls share it. Waiting counts against the call's deadline.
         let exclusive = Arc::clone(&self.exclusive);
-        let (shared, alone) = if runs_code {
-            match tokio::time::timeout(call.deadline, exclusive.write_owned()).await {
-                Ok(guard) => (None, Some(guard)),
-                Err(_) => return Err(TransportError::QueueTimeout(call.deadline)),
+        let queued = async {
+            if runs_code {
+                (None, Some(exclusive.write_owned().await))
+            } else {
+                (Some(exclusive.read_owned().await), None)
             }
-        } else {
-            match tokio::time::timeout(call.deadline, exclusive.read_owned()).await {
-                Ok(guard) => (Some(guard), None),
+        };
+        let (shared, alone) = tokio::select! {
+            biased;
+            // Cancelled while it waited its turn: it never reached a kernel.
+            () = call.cancel.cancelled() => return Err(TransportError::Cancelled),
+            turn = tokio::time::timeout(call.deadline, queued) => match turn {
+                Ok(turn) => turn,
                 Err(_) => return Err(TransportError::QueueTimeout(call.deadline)),
-            }
+            },
         };
         let _shared = shared;
         let started = tokio::time::Instant::now();
@@ -234,7 +221,6 @@ impl Transport for SupervisedKernel {
         let mut attempts = 0;
         let (seen, kernel, answer) = loop {
             let (seen, kernel) = self.generation();
-            let _running = self.cancels.running(kept.id, seen);
             let answer = match kernel.exit_report() {
                 Some(report) => Err(TransportError::KernelExited(ExitReport {
                     sent: false,
@@ -250,13 +236,13 @@ impl Transport for SupervisedKernel {
                         call.tool
                     );
                     self.replace(seen, &kernel).await.map_err(|why| {
-                        TransportError::Connect(format!("{report}; restoring failed: {why}"))
+                        TransportError::Connect(format!("{report}; restoring failed: {why}").into())
                     })?;
                 }
                 answer => break (seen, kernel, answer),
             }
         };
-        let cancelled = self.cancels.take(kept.id);
+        let cancelled = call.cancel.is_cancelled();
         match answer {
             Ok(envelope) if let Some(alone) = alone => {
                 let save_deadline = deadline
@@ -269,7 +255,7 @@ impl Transport for SupervisedKernel {
                         let restored = self
                             .replace(self.generation().0, &self.current())
                             .await
-                            .map_err(|_| TransportError::ConnectionLost(why.clone()))?;
+                            .map_err(|_| TransportError::ConnectionLost(why.clone().into()))?;
                         Ok(Envelope::Err(
                         ErrorBody::new(
                             ErrorCode::ExecutionFailed,
@@ -316,8 +302,12 @@ impl Transport for SupervisedKernel {
                     Err(TransportError::Deadline(after))
                 }
             },
-            // Cancelled, and killed because it did not stop (cancel.rs): the state before it.
-            Err(error) if error.lost_in_flight() && cancelled => {
+            // Cancelled, and it did not stop within the grace (or its kernel died meanwhile):
+            // the kernel is killed and the state before the call restored.
+            Err(error)
+                if cancelled
+                    && (error.lost_in_flight() || matches!(error, TransportError::Cancelled)) =>
+            {
                 match self.replace(seen, &kernel).await {
                     Ok(restored) => Ok(Envelope::Err(
                         ErrorBody::new(
@@ -384,13 +374,6 @@ impl Transport for SupervisedKernel {
             }
             Err(other) => Err(other),
         }
-    }
-
-    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        let (generation, kernel) = self.generation();
-        self.cancels.cancel(id, generation, Arc::clone(&kernel));
-        kernel.ask_to_cancel(id);
-        Ok(())
     }
 
     async fn close(&self) -> Result<(), TransportError> {

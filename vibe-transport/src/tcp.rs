@@ -3,7 +3,6 @@
 //! and reconnection with backoff for new calls.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use tokio::sync::RwLock;
 use vibe_errors::Envelope;
 
 use crate::connection::{Connection, HandshakeOptions};
-use crate::error::TransportError;
+use crate::error::{Cause, TransportError};
 use crate::frame::{Hello, SessionConfig};
 use crate::rng::SplitMix64;
 use crate::transport::{Call, Transport};
@@ -81,7 +80,6 @@ pub struct TcpTransport {
     instance: Mutex<Option<String>>,
     connection: RwLock<Arc<Connection>>,
     session: Mutex<Option<SessionConfig>>,
-    next_id: AtomicU64,
 }
 
 impl std::fmt::Debug for TcpTransport {
@@ -97,15 +95,18 @@ async fn open(options: &TcpOptions) -> Result<Connection, TransportError> {
     let stream = tokio::time::timeout(options.connect_timeout, TcpStream::connect(options.addr))
         .await
         .map_err(|_| {
-            TransportError::Connect(format!(
-                "no connection to {} within {:?}",
-                options.addr, options.connect_timeout
-            ))
+            TransportError::Connect(
+                format!(
+                    "no connection to {} within {:?}",
+                    options.addr, options.connect_timeout
+                )
+                .into(),
+            )
         })?
-        .map_err(|e| TransportError::Connect(format!("{}: {e}", options.addr)))?;
+        .map_err(|e| TransportError::Connect(Cause::io(options.addr, e)))?;
     stream
         .set_nodelay(true)
-        .map_err(|e| TransportError::Connect(e.to_string()))?;
+        .map_err(|e| TransportError::Connect(e.into()))?;
     let (reader, writer) = stream.into_split();
     Connection::establish(reader, writer, options.handshake.clone()).await
 }
@@ -121,7 +122,6 @@ impl TcpTransport {
             hello,
             connection: RwLock::new(Arc::new(connection)),
             session: Mutex::new(None),
-            next_id: AtomicU64::new(1),
         })
     }
 
@@ -139,7 +139,7 @@ impl TcpTransport {
         }
         let reconnect = async {
             let mut delay = self.options.backoff_base;
-            let mut jitter = SplitMix64(self.next_id.load(Ordering::Relaxed));
+            let mut jitter = SplitMix64(jitter_seed());
             let mut last = TransportError::Connect("no attempt made".into());
             for _ in 0..self.options.reconnect_attempts {
                 match open(&self.options).await {
@@ -209,10 +209,18 @@ impl TcpTransport {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(session) = session {
-            fresh.configure(self.next_id(), &session, deadline).await?;
+            fresh.configure_within(&session, deadline).await?;
         }
         Ok(())
     }
+}
+
+/// A seed for the reconnect backoff's jitter: the clock, so that bridges started together do not
+/// retry in step.
+fn jitter_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.as_nanos() as u64)
 }
 
 /// Why a reconnect failed: the error, and the connection to a restarted Blender, if that is
@@ -234,16 +242,10 @@ impl Transport for TcpTransport {
         &self.hello
     }
 
-    fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
     async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
         let deadline = session.call_deadline();
         let connection = self.current(deadline).await?;
-        let answer = connection
-            .configure(self.next_id(), session, deadline)
-            .await?;
+        let answer = connection.configure_within(session, deadline).await?;
         *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.clone());
         Ok(answer)
     }
@@ -261,13 +263,7 @@ impl Transport for TcpTransport {
         }
     }
 
-    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        self.connection.read().await.cancel(id);
-        Ok(())
-    }
-
     async fn close(&self) -> Result<(), TransportError> {
-        self.connection.read().await.close().await;
-        Ok(())
+        self.connection.read().await.close().await
     }
 }

@@ -4,33 +4,48 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use vibe_errors::Envelope;
 
 use crate::error::TransportError;
 use crate::frame::{Hello, SessionConfig};
 
-/// One tool call as the transport carries it.
-#[derive(Clone, Debug, PartialEq)]
+/// How long a cancelled call may take to stop by itself: a stream transport keeps waiting this
+/// long for the kernel's own answer (a kernel answers a call it stopped with `timeout` and
+/// `details.cancelled`) before the call fails with [`TransportError::Cancelled`]; a supervised
+/// kernel still running the call then is killed and replaced.
+pub const CANCEL_GRACE: Duration = Duration::from_millis(1_000);
+
+/// One tool call as the transport carries it. The transport gives it its wire id: ids are the
+/// transport's business, never the caller's.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Call {
-    /// Unique among the calls in flight on this transport (see [`Transport::next_id`]).
-    pub id: u64,
     /// Registry tool name.
     pub tool: String,
     /// Arguments: a JSON object.
     pub params: Value,
     /// How long the caller waits for the answer.
     pub deadline: Duration,
+    /// Fired to ask the kernel to stop the call (see the cancel contract of [`Transport`]).
+    pub cancel: CancellationToken,
 }
 
 impl Call {
-    /// A call with the given id, tool, params and deadline.
-    pub fn new(id: u64, tool: impl Into<String>, params: Value, deadline: Duration) -> Call {
+    /// A call of `tool` with `params`, answered within `deadline`.
+    pub fn new(tool: impl Into<String>, params: Value, deadline: Duration) -> Call {
         Call {
-            id,
             tool: tool.into(),
             params,
             deadline,
+            cancel: CancellationToken::new(),
         }
+    }
+
+    /// The same call, cancelled when `token` fires.
+    pub fn cancelled_by(mut self, token: CancellationToken) -> Call {
+        self.cancel = token;
+        self
     }
 }
 
@@ -46,9 +61,12 @@ impl Call {
 ///   flight (TCP and stdio: `HandshakeOptions::max_concurrent_calls`, 8 by default; the
 ///   pipeline above holds the contract's own `max_concurrent_calls`); calls over the bound
 ///   wait in FIFO order, and the wait counts against their deadline.
-/// * **Cancel safety.** Dropping a `call` future abandons the wait: the transport sends a
-///   best-effort cancel for that id, and the late answer, if any, is discarded. Whether the
-///   kernel ran the call is then unknown; [`Transport::cancel`] does the same explicitly.
+/// * **Cancelling.** When the call's [`Call::cancel`] token fires, the kernel is asked to stop
+///   the call, and the wait goes on for up to [`CANCEL_GRACE`] (within the deadline) for the
+///   kernel's answer; with none by then the call fails with [`TransportError::Cancelled`] and
+///   whether it ran is unknown. Dropping a `call` future abandons the wait: the transport asks
+///   the kernel to stop it, and the late answer, if any, is discarded.
+/// * **Ids.** The transport numbers what it sends; callers never see or choose wire ids.
 /// * **Never resent.** A call in flight when the connection drops fails with
 ///   [`TransportError::ConnectionLost`] (it may or may not have run). Reconnecting, where a
 ///   backend does it, is only ever for new calls.
@@ -58,9 +76,6 @@ impl Call {
 pub trait Transport: Send + Sync {
     /// The kernel's hello: protocol, kernel and Blender profile.
     fn hello(&self) -> &Hello;
-
-    /// A fresh call id, unique for this transport's lifetime.
-    fn next_id(&self) -> u64;
 
     /// Sends the session settings; the kernel answers with an envelope.
     async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError>;
@@ -78,10 +93,6 @@ pub trait Transport: Send + Sync {
         }
         answers
     }
-
-    /// Asks the kernel to stop call `id` as soon as feasible; its waiter gets
-    /// [`TransportError::Deadline`] or the kernel's `timeout` envelope with `details.cancelled`.
-    async fn cancel(&self, id: u64) -> Result<(), TransportError>;
 
     /// Ends the session gracefully.
     async fn close(&self) -> Result<(), TransportError>;

@@ -371,7 +371,7 @@ async fn call(
     deadline: Duration,
 ) -> Result<Envelope, String> {
     kernel
-        .call(Call::new(kernel.next_id(), tool, params, deadline))
+        .call(Call::new(tool, params, deadline))
         .await
         .map_err(|e| format!("transport error: {e}"))
 }
@@ -1050,7 +1050,7 @@ async fn run_payload(run: Arc<Run>, target: Target, payload: Payload) -> Outcome
         .as_ref()
         .ok()
         .and_then(Envelope::result)
-        .map(|r| r["content_fingerprint"].clone());
+        .and_then(vibe_transport::snapshot::content_fingerprint);
 
     // The payload, with a watch on the processes it started from.
     let code = stage.fill(&payload.code, &listeners);
@@ -1172,7 +1172,7 @@ async fn run_payload(run: Arc<Run>, target: Target, payload: Payload) -> Outcome
             .as_ref()
             .ok()
             .and_then(Envelope::result)
-            .map(|r| r["content_fingerprint"].clone());
+            .and_then(vibe_transport::snapshot::content_fingerprint);
         if after.is_none() || after != fingerprint_before {
             failures.push(format!(
                 "RESTORE: after the {layer} stopped the payload the scene is {after:?}, not the \
@@ -1350,7 +1350,6 @@ async fn human_project(target: Target, root: &Path, name: &str) -> Vec<u8> {
     );
     let made = transport
         .call(Call::new(
-            transport.next_id(),
             "python.exec",
             exec(&code),
             Duration::from_secs(30),
@@ -1360,6 +1359,7 @@ async fn human_project(target: Target, root: &Path, name: &str) -> Vec<u8> {
     assert!(made.is_ok(), "{made:?}");
     let path = sandbox.join("project.blend");
     let saved = transport
+        .connection()
         .checkpoint(&path.to_string_lossy(), Duration::from_secs(60))
         .await
         .unwrap();

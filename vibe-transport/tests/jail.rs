@@ -10,6 +10,8 @@ use vibe_transport::jail::Jail;
 use vibe_transport::jail::launcher::LaunchPlan;
 use vibe_transport::{StdioOptions, StdioTransport, Transport};
 
+mod support;
+
 fn required(var: &str) -> PathBuf {
     assert!(
         std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
@@ -24,20 +26,13 @@ fn jail(sandbox: &Path) -> Jail {
     Jail::new(sandbox).launcher(env!("CARGO_BIN_EXE_vibe-jail"))
 }
 
-/// Removes a test's folder when the test ends, passed or failed.
-struct RemoveOnDrop(std::path::PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vibe-jail-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh folder `vibe-jail-test-<name>-...` in the system's temp folder, removed when the
+/// test ends, passed or failed.
+fn temp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("vibe-jail-test-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
@@ -83,11 +78,10 @@ fn seccomp_programs_compile() {
 #[test]
 fn a_project_root_is_read_only_with_its_human_only_covered() {
     let sandbox = temp("root-sandbox");
-    let _sandbox_gone = RemoveOnDrop(sandbox.clone());
-    let root = temp("root-project");
-    let _root_gone = RemoveOnDrop(root.clone());
+    let root_dir = temp("root-project");
+    let root = root_dir.path();
     std::fs::create_dir_all(root.join("HUMAN_ONLY")).unwrap();
-    let jail = jail(&sandbox).read_root(&root);
+    let jail = jail(sandbox.path()).read_root(root);
     let options = StdioOptions::jailed_bpy_python("/usr/bin/python3", &jail).unwrap();
     let args: Vec<String> = options
         .args
@@ -115,15 +109,15 @@ fn a_project_root_is_read_only_with_its_human_only_covered() {
 #[test]
 fn the_jail_covers_human_only_and_clears_the_environment() {
     let sandbox = temp("layout");
-    let _sandbox_gone = RemoveOnDrop(sandbox.clone());
     // SAFETY of the test: a variable the bridge has must never reach the kernel.
-    let options = StdioOptions::jailed_bpy_python("/usr/bin/python3", &jail(&sandbox)).unwrap();
+    let options =
+        StdioOptions::jailed_bpy_python("/usr/bin/python3", &jail(sandbox.path())).unwrap();
     let args: Vec<String> = options
         .args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let human = sandbox.canonicalize().unwrap().join("HUMAN_ONLY");
+    let human = sandbox.path().canonicalize().unwrap().join("HUMAN_ONLY");
     assert!(
         human.is_dir(),
         "the jail makes HUMAN_ONLY so the cover has a place"
@@ -154,7 +148,6 @@ fn the_jail_covers_human_only_and_clears_the_environment() {
             .any(|k| k.contains("KEY") || k.contains("TOKEN"))
     );
     assert!(options.is_jailed());
-    let _ = std::fs::remove_dir_all(&sandbox);
 }
 
 async fn jailed_hello(options: StdioOptions) -> StdioTransport {
@@ -173,10 +166,9 @@ async fn jailed_hello(options: StdioOptions) -> StdioTransport {
 #[ignore = "needs VIBE_LIVE"]
 async fn live_jailed_bpy_reports_every_layer() {
     let sandbox = temp("bpy-hello");
-    let _sandbox_gone = RemoveOnDrop(sandbox.clone());
     let python = required("VIBE_BPY_PYTHON");
     let transport =
-        jailed_hello(StdioOptions::jailed_bpy_python(python, &jail(&sandbox)).unwrap()).await;
+        jailed_hello(StdioOptions::jailed_bpy_python(python, &jail(sandbox.path())).unwrap()).await;
     let layers = &transport.hello().blender.confinement.layers;
     for layer in ["namespaces", "rlimits", "seccomp"] {
         assert!(layers.iter().any(|l| l == layer), "{layer} in {layers:?}");
@@ -186,7 +178,6 @@ async fn live_jailed_bpy_reports_every_layer() {
         "{layers:?}"
     );
     transport.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&sandbox);
     let _ = Duration::ZERO;
 }
 
@@ -194,19 +185,17 @@ async fn live_jailed_bpy_reports_every_layer() {
 #[ignore = "needs VIBE_LIVE"]
 async fn live_jailed_blender_reports_every_layer() {
     let sandbox = temp("blender-hello");
-    let _sandbox_gone = RemoveOnDrop(sandbox.clone());
     let blender = required("VIBE_BLENDER");
     let transport =
-        jailed_hello(StdioOptions::jailed_blender(blender, &jail(&sandbox)).unwrap()).await;
+        jailed_hello(StdioOptions::jailed_blender(blender, &jail(sandbox.path())).unwrap()).await;
     transport.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&sandbox);
 }
 
 mod restore {
     use super::*;
     use serde_json::{Value, json};
     use std::time::Instant;
-    use vibe_transport::{Call, SessionConfig, SupervisedKernel, kernel_factory};
+    use vibe_transport::{Call, SupervisedKernel, kernel_factory};
 
     /// Deadline of the runaway calls below.
     const DEADLINE: Duration = Duration::from_secs(3);
@@ -225,22 +214,8 @@ mod restore {
         };
         let registry = vibe_contract::blender_core_v1().unwrap().tools;
         let kernel = SupervisedKernel::start(factory, registry).await.unwrap();
-        let session = SessionConfig {
-            session_id: "restore".into(),
-            capabilities: ["scene.read", "scene.write", "transactions", "code_exec"]
-                .map(String::from)
-                .into(),
-            sanity: Default::default(),
-            sandbox: Some(
-                sandbox
-                    .canonicalize()
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned(),
-            ),
-            project_roots: Vec::new(),
-            time_per_tool_ms: 15_000,
-        };
+        let session =
+            support::session::code_session("restore", sandbox, Duration::from_millis(15_000));
         assert!(kernel.configure(&session).await.unwrap().is_ok());
         kernel
     }
@@ -261,21 +236,23 @@ mod restore {
         deadline: Duration,
     ) -> vibe_errors::Envelope {
         kernel
-            .call(Call::new(kernel.next_id(), tool, params, deadline))
+            .call(Call::new(tool, params, deadline))
             .await
             .unwrap()
     }
 
     async fn fingerprint(kernel: &SupervisedKernel) -> Value {
         let snapshot = call(kernel, "scene.snapshot", json!({}), Duration::from_secs(30)).await;
-        snapshot.result().unwrap()["content_fingerprint"].clone()
+        serde_json::json!(
+            vibe_transport::snapshot::content_fingerprint(snapshot.result().unwrap()).unwrap()
+        )
     }
 
     /// Runaway code the tracer cannot stop is killed within deadline + 2 s, and the next call
     /// sees the scene exactly as it was before the call.
     async fn kill_and_restore(which: &str) {
         let sandbox = temp(&format!("restore-{which}"));
-        let kernel = supervised(which, &sandbox).await;
+        let kernel = supervised(which, sandbox.path()).await;
         // State worth restoring: a journaled typed call, then agent code (a new checkpoint).
         let made = call(
             &kernel,
@@ -346,7 +323,6 @@ mod restore {
             "one retirement after the agent code, three kills"
         );
         kernel.close().await.unwrap();
-        let _ = std::fs::remove_dir_all(&sandbox);
     }
 
     /// Whether process `pid` still runs (a zombie waiting to be reaped does not).
@@ -362,7 +338,7 @@ mod restore {
     /// state kept by the bridge), so a rollback afterwards still returns to before `begin`.
     async fn kill_inside_a_transaction(which: &str) {
         let sandbox = temp(&format!("restore-tx-{which}"));
-        let kernel = supervised(which, &sandbox).await;
+        let kernel = supervised(which, sandbox.path()).await;
         let unused = call(
             &kernel,
             "material.ensure_principled",
@@ -420,7 +396,6 @@ mod restore {
             "and rolls back to before begin, unused material included"
         );
         kernel.close().await.unwrap();
-        let _ = std::fs::remove_dir_all(&sandbox);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -451,8 +426,8 @@ mod restore {
 #[test]
 fn runtime_roots_never_include_the_home_folder() {
     use vibe_transport::jail::runtime_roots;
-    let home = std::env::temp_dir().join(format!("vibe-jail-home-{}", std::process::id()));
-    let _home_gone = RemoveOnDrop(home.clone());
+    let home_dir = temp("home");
+    let home = home_dir.path();
     let bin = home.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let install = home.join("blender-4.5");
@@ -461,13 +436,12 @@ fn runtime_roots_never_include_the_home_folder() {
     let link = bin.join("blender");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(install.join("blender"), &link).unwrap();
-    let roots = runtime_roots(&link, Some(&home));
+    let roots = runtime_roots(&link, Some(home));
     assert_eq!(
         roots,
         [install.canonicalize().unwrap()],
         "the installation, not ~ nor ~/bin"
     );
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// Runs `program` under the launcher alone (no namespaces needed; the confinement does not
@@ -489,9 +463,9 @@ fn under_launcher(dir: &Path, program: &str) -> std::process::Output {
 
 #[test]
 fn no_descriptor_of_the_parent_reaches_the_kernel() {
-    let dir = temp("fds");
-    let _dir_gone = RemoveOnDrop(dir.clone());
-    let output = under_launcher(&dir, "/usr/bin/ls /proc/self/fd");
+    let dir_guard = temp("fds");
+    let dir = dir_guard.path();
+    let output = under_launcher(dir, "/usr/bin/ls /proc/self/fd");
     let listed = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{output:?}");
     assert!(listed.split_whitespace().any(|fd| fd == "2"), "{listed}");
@@ -499,25 +473,24 @@ fn no_descriptor_of_the_parent_reaches_the_kernel() {
         !listed.split_whitespace().any(|fd| fd == "9"),
         "fd 9 leaked: {listed}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn no_setuid_or_setgid_file_can_be_made() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = temp("suid");
-    let _dir_gone = RemoveOnDrop(dir.clone());
+    let dir_guard = temp("suid");
+    let dir = dir_guard.path();
     let file = dir.join("f");
     std::fs::write(&file, b"#!/bin/sh\n").unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
     for mode in ["4755", "2755", "6777"] {
-        let output = under_launcher(&dir, &format!("/usr/bin/chmod {mode} {}", file.display()));
+        let output = under_launcher(dir, &format!("/usr/bin/chmod {mode} {}", file.display()));
         assert!(!output.status.success(), "chmod {mode} passed: {output:?}");
         let now = std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777;
         assert_eq!(now, 0o755, "chmod {mode} changed the mode to {now:o}");
     }
     let output = under_launcher(
-        &dir,
+        dir,
         &format!("/usr/bin/mkdir -m 2777 {}", dir.join("d").display()),
     );
     assert!(
@@ -525,7 +498,6 @@ fn no_setuid_or_setgid_file_can_be_made() {
         "a setgid folder was made: {output:?}"
     );
     // Ordinary modes still work.
-    let output = under_launcher(&dir, &format!("/usr/bin/chmod 700 {}", file.display()));
+    let output = under_launcher(dir, &format!("/usr/bin/chmod 700 {}", file.display()));
     assert!(output.status.success(), "{output:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

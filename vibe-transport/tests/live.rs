@@ -1,5 +1,8 @@
 //! Live Blender: the shared conformance scenarios against real Blenders, which must produce
-//! exactly the outcomes MockBlender produces (`tests/conformance/*.expected.json`).
+//! exactly the outcomes MockBlender produces (`tests/conformance/*.expected.json`). Each
+//! scenario gets a fresh Blender; one that `needs: [code]` is started with agent code allowed
+//! (the operator's opt-in: these kernels are not jailed), and the harness configures the session
+//! (capabilities, sandbox) for what it needs.
 //!
 //! Opt-in: `VIBE_LIVE=1`, with `VIBE_BPY_PYTHON`, `VIBE_BPY45_PYTHON` and `VIBE_BPY52_PYTHON`
 //! (Pythons with the bpy module 5.0, 4.5 and 5.2) and `VIBE_BLENDER` (a `blender` binary). Without `VIBE_LIVE=1` each test says it was skipped and
@@ -8,11 +11,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use vibe_transport::conformance::{Outcome, Scenario, load_dir, run};
+use vibe_transport::conformance::{Need, Outcome, Scenario, load_dir, run};
 use vibe_transport::{StdioOptions, StdioTransport, Transport};
 
 mod support;
-use support::{addon_installer, connect_when_listening, gui_addon, headless_tcp, live, required};
+use support::{
+    addon_installer, connect_when_listening, gui_addon_with, headless_tcp_with, live, required,
+};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -20,6 +25,16 @@ fn scenarios() -> (PathBuf, Vec<Scenario>) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance");
     let scenarios = load_dir(&dir).unwrap();
     (dir, scenarios)
+}
+
+/// The environment of a Blender for `scenario`: an unjailed kernel offers `python.exec` only
+/// when the operator opts in to unconfined code.
+fn kernel_env(scenario: &Scenario) -> Vec<(&'static str, &'static str)> {
+    if scenario.needs(Need::Code) {
+        vec![("VIBE_ALLOW_UNCONFINED_CODE", "1")]
+    } else {
+        Vec::new()
+    }
 }
 
 fn expected(dir: &std::path::Path, scenario: &Scenario) -> Outcome {
@@ -53,9 +68,11 @@ async fn bpy_agrees_with_the_mock(python_var: &str, major: u32, minor: u32) {
     let python = required(python_var);
     let (dir, scenarios) = scenarios();
     for scenario in &scenarios {
-        let transport = StdioTransport::spawn(StdioOptions::bpy_python(&python).unwrap())
-            .await
-            .unwrap();
+        let mut options = StdioOptions::bpy_python(&python).unwrap();
+        for (name, value) in kernel_env(scenario) {
+            options = options.env(name, value);
+        }
+        let transport = StdioTransport::spawn(options).await.unwrap();
         let version = &transport.hello().blender.version;
         assert_eq!(
             (version.major, version.minor),
@@ -98,10 +115,13 @@ async fn live_blender_headless_over_tcp_agrees_with_the_mock() {
     let (dir, scenarios) = scenarios();
     let work = std::env::temp_dir().join(format!("vibe-live-tcp-{}", std::process::id()));
     for scenario in &scenarios {
-        let kernel = headless_tcp(&blender, &work, "live-test-token", true);
+        let env = kernel_env(scenario);
+        let kernel = headless_tcp_with(&blender, &work, "live-test-token", true, &env);
         let transport = connect_when_listening(kernel.port, "live-test-token", 120).await;
         let transport = transport.expect("the Blender kernel did not start listening within 30 s");
-        let outcome = run(&transport, scenario, DEADLINE).await.unwrap();
+        let outcome = run(&transport, scenario, DEADLINE)
+            .await
+            .unwrap_or_else(|e| panic!("blender -b over TCP: {e}"));
         compare(
             &format!("Blender {} -b (tcp)", transport.hello().blender.version),
             scenario,
@@ -122,7 +142,16 @@ async fn live_blender_gui_addon_under_xvfb_agrees_with_the_mock() {
     let work = std::env::temp_dir().join(format!("vibe-live-gui-{}", std::process::id()));
     let register = addon_installer(&work);
     for scenario in &scenarios {
-        let kernel = gui_addon(&blender, &work, &register, "gui-test-token");
+        let env = kernel_env(scenario);
+        let kernel = gui_addon_with(
+            &blender,
+            &work,
+            &register,
+            "gui-test-token",
+            None,
+            &[],
+            &env,
+        );
         let transport = connect_when_listening(kernel.port, "gui-test-token", 240)
             .await
             .expect("the GUI add-on did not start listening within 60 s");
@@ -159,7 +188,7 @@ async fn live_bpy_batch_runs_in_order_and_agrees_with_the_mock() {
         Some(vibe_transport::MAX_BATCH_CALLS as u32)
     );
     let mock = vibe_transport::MockTransport::new(vibe_transport::MockBlender::new());
-    let calls = |t: &dyn Transport| -> Vec<vibe_transport::Call> {
+    let calls = || -> Vec<vibe_transport::Call> {
         (0..vibe_transport::MAX_BATCH_CALLS + 20)
             .map(|i| {
                 let (tool, params) = match i % 4 {
@@ -170,12 +199,12 @@ async fn live_bpy_batch_runs_in_order_and_agrees_with_the_mock() {
                     1 if i == 121 => ("object.info", serde_json::json!({"name": "Nope"})),
                     _ => ("object.info", serde_json::json!({"name": "Cube"})),
                 };
-                vibe_transport::Call::new(t.next_id(), tool, params, DEADLINE)
+                vibe_transport::Call::new(tool, params, DEADLINE)
             })
             .collect()
     };
-    let live_answers = blender.call_batch(calls(&blender)).await;
-    let mock_answers = mock.call_batch(calls(&mock)).await;
+    let live_answers = blender.call_batch(calls()).await;
+    let mock_answers = mock.call_batch(calls()).await;
     for (i, (got, want)) in live_answers.iter().zip(&mock_answers).enumerate() {
         let got = got.as_ref().unwrap();
         let want = want.as_ref().unwrap();

@@ -164,12 +164,7 @@ fn fault_answer(envelope: &vibe_errors::Envelope) -> bool {
 
 async fn fingerprint(t: &dyn Transport) -> String {
     let answer = t
-        .call(Call::new(
-            t.next_id(),
-            "scene.snapshot",
-            json!({}),
-            DEADLINE,
-        ))
+        .call(Call::new("scene.snapshot", json!({}), DEADLINE))
         .await
         .unwrap();
     content_fingerprint(answer.result().expect("a snapshot"))
@@ -215,7 +210,7 @@ async fn run_seed(python: &std::path::Path, seed: u64) -> BTreeMap<&'static str,
         };
         let deadline = short.unwrap_or(DEADLINE);
         let answer = live
-            .call(Call::new(live.next_id(), tool, params.clone(), deadline))
+            .call(Call::new(tool, params.clone(), deadline))
             .await
             .unwrap_or_else(|e| panic!("seed {seed} step {i} {tool}: transport error {e}"));
         if let Some(kill) = kill {
@@ -228,7 +223,7 @@ async fn run_seed(python: &std::path::Path, seed: u64) -> BTreeMap<&'static str,
             continue;
         }
         let want = mock
-            .call(Call::new(mock.next_id(), tool, params.clone(), DEADLINE))
+            .call(Call::new(tool, params.clone(), DEADLINE))
             .await
             .unwrap();
         assert_eq!(

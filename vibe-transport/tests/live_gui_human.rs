@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use vibe_contract::SanityLimits;
-use vibe_transport::{Call, SessionConfig, TcpTransport, Transport};
+use vibe_transport::{SessionConfig, TcpTransport, Transport};
 
 mod support;
 use support::{addon_installer, connect_when_listening, gui_addon_with, live, required};
@@ -167,11 +167,7 @@ impl Person {
 }
 
 async fn call(t: &TcpTransport, tool: &str, params: Value) -> Value {
-    let envelope = t
-        .call(Call::new(t.next_id(), tool, params, CALL))
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"));
-    serde_json::to_value(&envelope).unwrap()
+    support::call_json(t, tool, params, CALL).await
 }
 
 async fn ok(t: &TcpTransport, tool: &str, params: Value) -> Value {
@@ -222,7 +218,12 @@ fn settings() -> SessionConfig {
 async fn live_gui_agent_and_person_share_one_undo_history() {
     live("GUI add-on under xvfb-run with a person at the keyboard");
     let blender = required("VIBE_BLENDER");
-    let work = std::env::temp_dir().join(format!("vibe-live-gui-human-{}", std::process::id()));
+    // Removed when the test ends, passed or failed (after the Blender in it is killed).
+    let work_dir = tempfile::Builder::new()
+        .prefix("vibe-live-gui-human-")
+        .tempdir()
+        .unwrap();
+    let work = work_dir.path().to_path_buf();
     let register = addon_installer(&work); // (empties `work` first)
     let project = work.join("project.blend");
     let other = work.join("other.blend");
@@ -293,7 +294,6 @@ async fn live_gui_agent_and_person_share_one_undo_history() {
 
     t.close().await.unwrap();
     drop(kernel);
-    let _ = std::fs::remove_dir_all(&work);
 }
 
 /// (a) Begin, agent calls, rollback with no edit of the person's: the scene is as at begin,

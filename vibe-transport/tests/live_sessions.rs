@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use vibe_contract::SanityLimits;
-use vibe_transport::{Call, SessionConfig, TcpTransport, Transport};
+use vibe_transport::{SessionConfig, TcpTransport, Transport};
 
 mod support;
 use support::{
@@ -38,11 +38,7 @@ fn settings(id: &str, capabilities: &[&str], sandbox: Option<&std::path::Path>) 
 }
 
 async fn call(t: &TcpTransport, tool: &str, params: Value) -> Value {
-    let envelope = t
-        .call(Call::new(t.next_id(), tool, params, CALL))
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"));
-    serde_json::to_value(&envelope).unwrap()
+    support::call_json(t, tool, params, CALL).await
 }
 
 fn refused_with(answer: &Value, field: &str, want: &str) {

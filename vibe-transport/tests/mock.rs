@@ -406,10 +406,10 @@ fn materials_collections_and_capabilities() {
 }
 
 #[test]
-fn snapshot_is_sealed_with_indices_and_stable_fingerprints() {
+fn a_sealed_snapshot_has_indices_and_stable_fingerprints() {
     let mut a = MockBlender::new();
     let mut b = MockBlender::new();
-    let snap = ok(&mut a, "scene.snapshot", json!({}));
+    let snap = snapshot::sealed(ok(&mut a, "scene.snapshot", json!({})));
     assert_eq!(snap["indices"]["by_material"]["Material"], json!(["Cube"]));
     assert_eq!(snap["indices"]["by_name"]["Light"], 2);
     assert!(
@@ -420,9 +420,52 @@ fn snapshot_is_sealed_with_indices_and_stable_fingerprints() {
     );
     assert_eq!(fingerprint(&mut a), fingerprint(&mut b));
     let mut older = MockBlender::new().with_version("3.4.1".parse().unwrap());
-    let old_snap = ok(&mut older, "scene.snapshot", json!({}));
+    let old_snap = snapshot::sealed(ok(&mut older, "scene.snapshot", json!({})));
     assert_eq!(old_snap["content_fingerprint"], snap["content_fingerprint"]);
     assert_ne!(old_snap["fingerprint"], snap["fingerprint"]);
+}
+
+#[test]
+fn a_meshs_size_is_part_of_the_scene_content() {
+    // Same name, place and counts: only the size of the mesh tells these scenes apart.
+    let scene_with_crate = |size: f64| {
+        let mut mock = MockBlender::new();
+        let crate_ = ok(
+            &mut mock,
+            "mesh.create_cube",
+            json!({"name": "Crate", "size": size, "location": [1, 2, 0]}),
+        );
+        (crate_["data"].clone(), fingerprint(&mut mock))
+    };
+    let (small, small_scene) = scene_with_crate(2.0);
+    let (big, big_scene) = scene_with_crate(4.0);
+    assert_eq!(small["extent"], json!([2.0, 2.0, 2.0]));
+    assert_eq!(big["extent"], json!([4.0, 4.0, 4.0]));
+    assert_eq!(small["vertices"], big["vertices"]);
+    assert_ne!(small_scene, big_scene);
+    assert_eq!(scene_with_crate(4.0).1, big_scene);
+    // Blender stores 32-bit vertices and the kernel rounds with Python's round(x, 4).
+    assert_eq!(scene_with_crate(3.7).0["extent"], json!([3.7, 3.7, 3.7]));
+    assert_eq!(
+        scene_with_crate(0.03125).0["extent"],
+        json!([0.0312, 0.0312, 0.0312])
+    );
+    // A plane is flat; the factory Cube is 2 across; the scale is the object's, not the mesh's.
+    let mut mock = MockBlender::new();
+    let floor = ok(
+        &mut mock,
+        "mesh.create_plane",
+        json!({"name": "Floor", "size": 10, "scale": [3, 3, 3]}),
+    );
+    assert_eq!(floor["data"]["extent"], json!([10.0, 10.0, 0.0]));
+    let cube = ok(&mut mock, "object.info", json!({"name": "Cube"}));
+    assert_eq!(cube["data"]["extent"], json!([2.0, 2.0, 2.0]));
+    let suzanne = ok(
+        &mut mock,
+        "object.create",
+        json!({"name": "Suzanne", "type": "MESH", "primitive": "monkey"}),
+    );
+    assert_eq!(suzanne["data"]["extent"], json!([2.7344, 1.7031, 1.9688]));
 }
 
 // ---------------------------------------------------------------- the actuator lock, typed tools
@@ -810,6 +853,7 @@ fn human_scene() -> Scene {
         ObjectData::Mesh(vibe_transport::mock::primitive_counts("cube").unwrap()),
         "Collection",
     );
+    statue.mesh_extent = vibe_transport::mock::primitive_extent("cube", 2.0).unwrap();
     statue
         .modifiers
         .push(Modifier::with_defaults("Bevel".into(), "BEVEL"));

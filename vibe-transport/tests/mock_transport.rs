@@ -1,31 +1,17 @@
 //! MockTransport: the same documented errors for each injected fault, with no I/O.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use vibe_errors::Reason;
-use vibe_transport::{
-    Call, Fault, FaultPlan, MockBlender, MockTransport, Transport, TransportError,
-};
+use vibe_transport::{Fault, FaultPlan, MockBlender, MockTransport, TransportError};
 
-const SLACK: Duration = Duration::from_millis(1_200);
+#[path = "support/calls.rs"]
+mod calls;
+use calls::call;
 
-async fn call(
-    t: &MockTransport,
-    tool: &str,
-    params: serde_json::Value,
-    ms: u64,
-) -> Result<vibe_errors::Envelope, TransportError> {
-    t.call(Call::new(
-        t.next_id(),
-        tool,
-        params,
-        Duration::from_millis(ms),
-    ))
-    .await
-}
-
-#[tokio::test]
+/// On paused time: MockTransport waits on tokio's timers only, so a deadline is met exactly.
+#[tokio::test(start_paused = true)]
 async fn every_fault_gives_its_documented_error_within_the_deadline() {
     let plan = FaultPlan::none()
         .at(1, Fault::Raise)
@@ -56,24 +42,24 @@ async fn every_fault_gives_its_documented_error_within_the_deadline() {
         Some(Reason::MutationFailed)
     );
 
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     assert!(matches!(
         call(&t, "kernel.status", json!({}), 200).await,
         Err(TransportError::Deadline(_))
     ));
-    assert!(started.elapsed() < Duration::from_millis(200) + SLACK);
+    assert_eq!(started.elapsed(), Duration::from_millis(200));
 
     assert!(matches!(
         call(&t, "kernel.status", json!({}), 200).await,
         Err(TransportError::ConnectionLost(_))
     ));
 
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     assert!(matches!(
         call(&t, "object.info", json!({"name": "Cube"}), 200).await,
         Err(TransportError::Deadline(_))
     ));
-    assert!(started.elapsed() < Duration::from_millis(200) + SLACK);
+    assert_eq!(started.elapsed(), Duration::from_millis(200));
 
     // Call 5: the outside rename happened just before it; "Cube" was never seen, so not drift.
     let renamed = call(&t, "object.info", json!({"name": "Renamed"}), 200)

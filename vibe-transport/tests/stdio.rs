@@ -14,7 +14,7 @@ async fn status(
     t: &StdioTransport,
     deadline: Duration,
 ) -> Result<vibe_errors::Envelope, TransportError> {
-    t.call(Call::new(t.next_id(), "kernel.status", json!({}), deadline))
+    t.call(Call::new("kernel.status", json!({}), deadline))
         .await
 }
 
@@ -38,7 +38,6 @@ async fn banner_lines_are_console_output_and_calls_work() {
     );
     let answer = t
         .call(Call::new(
-            t.next_id(),
             "object.info",
             json!({"name": "Light"}),
             Duration::from_secs(5),

@@ -12,6 +12,10 @@ use vibe_transport::{
     Call, Fault, FaultPlan, Frame, MockBlender, TcpOptions, TcpTransport, Transport, TransportError,
 };
 
+#[path = "support/calls.rs"]
+mod calls;
+use calls::call;
+
 /// Slack allowed past a deadline for scheduling on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_millis(1_200);
 
@@ -28,6 +32,12 @@ async fn spawn_kernel(mock: MockBlender, options: ServeOptions) -> std::net::Soc
     addr
 }
 
+/// A transport connected to a fake kernel over `mock`.
+async fn connected(mock: MockBlender) -> TcpTransport {
+    let addr = spawn_kernel(mock, ServeOptions::default()).await;
+    TcpTransport::connect(options(addr)).await.unwrap()
+}
+
 fn options(addr: std::net::SocketAddr) -> TcpOptions {
     let mut options = TcpOptions::new(addr);
     options.handshake.deadline = Duration::from_millis(800);
@@ -35,25 +45,9 @@ fn options(addr: std::net::SocketAddr) -> TcpOptions {
     options
 }
 
-async fn call(
-    t: &TcpTransport,
-    tool: &str,
-    params: serde_json::Value,
-    deadline_ms: u64,
-) -> Result<vibe_errors::Envelope, TransportError> {
-    t.call(Call::new(
-        t.next_id(),
-        tool,
-        params,
-        Duration::from_millis(deadline_ms),
-    ))
-    .await
-}
-
 #[tokio::test]
 async fn handshake_calls_and_sealed_snapshots() {
-    let addr = spawn_kernel(MockBlender::new(), ServeOptions::default()).await;
-    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let t = connected(MockBlender::new()).await;
     assert_eq!(t.hello().blender.version.to_string(), "5.0.1");
     let info = call(&t, "object.info", json!({"name": "Cube"}), 2000)
         .await
@@ -61,8 +55,7 @@ async fn handshake_calls_and_sealed_snapshots() {
     assert_eq!(info.result().unwrap()["type"], "MESH");
     let snap = call(&t, "scene.snapshot", json!({}), 2000).await.unwrap();
     assert!(
-        snap.result().unwrap()["fingerprint"]
-            .as_str()
+        vibe_transport::snapshot::content_fingerprint(snap.result().unwrap())
             .unwrap()
             .starts_with("blake3:")
     );
@@ -204,12 +197,7 @@ async fn the_concurrency_bound_queue_counts_against_the_deadline() {
 
 #[tokio::test]
 async fn fault_raise_is_an_execution_failure_with_rollback() {
-    let addr = spawn_kernel(
-        MockBlender::new().with_faults(FaultPlan::none().at(1, Fault::Raise)),
-        ServeOptions::default(),
-    )
-    .await;
-    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let t = connected(MockBlender::new().with_faults(FaultPlan::none().at(1, Fault::Raise))).await;
     let answer = call(&t, "mesh.create_cube", json!({"name": "Box"}), 1000)
         .await
         .unwrap();
@@ -224,12 +212,7 @@ async fn fault_raise_is_an_execution_failure_with_rollback() {
 
 #[tokio::test]
 async fn fault_hang_times_out_at_the_deadline_and_the_session_goes_on() {
-    let addr = spawn_kernel(
-        MockBlender::new().with_faults(FaultPlan::none().at(1, Fault::Hang)),
-        ServeOptions::default(),
-    )
-    .await;
-    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let t = connected(MockBlender::new().with_faults(FaultPlan::none().at(1, Fault::Hang))).await;
     let started = Instant::now();
     let error = call(&t, "kernel.status", json!({}), 300).await.unwrap_err();
     assert!(matches!(error, TransportError::Deadline(_)));
@@ -245,12 +228,7 @@ async fn fault_hang_times_out_at_the_deadline_and_the_session_goes_on() {
 
 #[tokio::test]
 async fn fault_drop_fails_the_call_in_flight_and_new_calls_reconnect() {
-    let addr = spawn_kernel(
-        MockBlender::new().with_faults(FaultPlan::none().at(1, Fault::Drop)),
-        ServeOptions::default(),
-    )
-    .await;
-    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let t = connected(MockBlender::new().with_faults(FaultPlan::none().at(1, Fault::Drop))).await;
     let started = Instant::now();
     let error = call(&t, "mesh.create_cube", json!({"name": "Box"}), 1000)
         .await
@@ -270,12 +248,8 @@ async fn fault_drop_fails_the_call_in_flight_and_new_calls_reconnect() {
 
 #[tokio::test]
 async fn fault_malformed_frame_halts_the_session() {
-    let addr = spawn_kernel(
-        MockBlender::new().with_faults(FaultPlan::none().at(1, Fault::Malformed)),
-        ServeOptions::default(),
-    )
-    .await;
-    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let t =
+        connected(MockBlender::new().with_faults(FaultPlan::none().at(1, Fault::Malformed))).await;
     let error = call(&t, "kernel.status", json!({}), 1000)
         .await
         .unwrap_err();
@@ -305,12 +279,7 @@ async fn fault_slow_drip_is_cut_at_the_deadline() {
                 every_ms: 5,
             },
         );
-    let addr = spawn_kernel(
-        MockBlender::new().with_faults(plan),
-        ServeOptions::default(),
-    )
-    .await;
-    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let t = connected(MockBlender::new().with_faults(plan)).await;
     let started = Instant::now();
     assert!(matches!(
         call(&t, "object.info", json!({"name": "Cube"}), 300).await,
@@ -333,12 +302,7 @@ async fn fault_outside_rename_is_identity_drift() {
             to: "Hero".into(),
         },
     );
-    let addr = spawn_kernel(
-        MockBlender::new().with_faults(plan),
-        ServeOptions::default(),
-    )
-    .await;
-    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let t = connected(MockBlender::new().with_faults(plan)).await;
     assert!(
         call(&t, "object.info", json!({"name": "Cube"}), 1000)
             .await
@@ -496,8 +460,7 @@ async fn an_embedder_may_adopt_a_restarted_blender_as_a_fresh_session() {
 
 #[tokio::test]
 async fn a_batch_runs_in_order_and_each_call_is_answered() {
-    let addr = spawn_kernel(MockBlender::new(), ServeOptions::default()).await;
-    let t = TcpTransport::connect(options(addr)).await.unwrap();
+    let t = connected(MockBlender::new()).await;
     // More calls than one frame carries (two frames), moves and reads interleaved: each read
     // sees every move before it and none after.
     let count = vibe_transport::MAX_BATCH_CALLS + 44;
@@ -508,24 +471,16 @@ async fn a_batch_runs_in_order_and_each_call_is_answered() {
             } else {
                 ("object.info", json!({"name": "Cube"}))
             };
-            Call::new(t.next_id(), tool, params, Duration::from_secs(10))
+            Call::new(tool, params, Duration::from_secs(10))
         })
         .collect();
     calls.push(Call::new(
-        t.next_id(),
         "scene.snapshot",
         json!({}),
         Duration::from_secs(10),
     ));
-    let duplicate = calls[1].id;
-    calls.push(Call::new(
-        duplicate,
-        "object.info",
-        json!({"name": "Cube"}),
-        Duration::from_secs(10),
-    ));
     let answers = t.call_batch(calls).await;
-    assert_eq!(answers.len(), count + 2);
+    assert_eq!(answers.len(), count + 1);
     for (i, answer) in answers.iter().take(count).enumerate() {
         let moves_so_far = (i / 3 + 1) as f64;
         let x = answer.as_ref().unwrap().result().unwrap()["location"][0]
@@ -533,9 +488,15 @@ async fn a_batch_runs_in_order_and_each_call_is_answered() {
             .unwrap();
         assert_eq!(x, moves_so_far, "call {i}");
     }
-    // A snapshot in a batch is sealed like one alone.
+    // A snapshot comes back as the kernel's canonical data (the bridge's return phase seals
+    // it), with the Cube where the last move left it.
     let snapshot = answers[count].as_ref().unwrap().result().unwrap().clone();
-    assert!(snapshot["fingerprint"].is_string(), "{snapshot}");
-    // An id already in flight is refused for that call only.
-    assert!(matches!(answers[count + 1], Err(TransportError::DuplicateId(id)) if id == duplicate));
+    assert!(snapshot.get("fingerprint").is_none(), "{snapshot}");
+    let cube = snapshot["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "Cube")
+        .unwrap();
+    assert_eq!(cube["location"][0], json!(count.div_ceil(3) as f64));
 }

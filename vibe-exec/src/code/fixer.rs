@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::json;
-use vibe_errors::{Envelope, ErrorBody, ErrorCode, FailureClass};
+use vibe_errors::{Envelope, ErrorBody, ErrorCode, FailureClass, Reason};
 
 use super::classify::classify;
 use super::extract::extract_code;
@@ -78,11 +78,7 @@ pub fn failure_class(error: &ErrorBody) -> FailureClass {
         | ErrorCode::Timeout
         | ErrorCode::InternalError
         | ErrorCode::CapabilityMissing => FailureClass::E0,
-        ErrorCode::InvalidArguments
-            if error.details.get("reason").and_then(|r| r.as_str()) == Some("syntax") =>
-        {
-            FailureClass::E2
-        }
+        ErrorCode::InvalidArguments if error.reason() == Some(Reason::Syntax) => FailureClass::E2,
         _ => match classify(&error.message) {
             super::classify::ErrorKind::Unknown => error.class(),
             kind => kind.class(),
@@ -149,14 +145,14 @@ impl FastRetry {
                 }
                 Err(format) => Envelope::Err(
                     ErrorBody::new(ErrorCode::InvalidArguments, format.to_string())
-                        .with_detail("reason", "format")
+                        .with_reason(Reason::Format)
                         .with_detail("class", "E2"),
                 ),
             };
             let Some(error) = attempt.error() else {
                 break attempt;
             };
-            let class = if error.details.get("reason").and_then(|r| r.as_str()) == Some("format") {
+            let class = if error.reason() == Some(Reason::Format) {
                 FailureClass::E2
             } else {
                 failure_class(error)
@@ -181,7 +177,7 @@ impl FastRetry {
             }
         };
         let class = envelope.error().map(|e| {
-            if e.details.get("reason").and_then(|r| r.as_str()) == Some("format") {
+            if e.reason() == Some(Reason::Format) {
                 FailureClass::E2
             } else {
                 failure_class(e)

@@ -306,7 +306,7 @@ impl Stage for CodeLockAfter {
                 Self::learn_created(session, names);
             }
             if let Some(error) = call.answer.as_ref().and_then(Envelope::error)
-                && error.details.get("reason").and_then(Value::as_str) == Some("actuator_lock")
+                && error.reason() == Some(Reason::ActuatorLock)
             {
                 session.audit_incident(RecordKind::Security, json!({"event": "actuator_lock", "mode": "filter", "tool": call.tool, "violations": error.details.get("violations")}));
             }

@@ -38,7 +38,7 @@ impl Stage for CodeGateStage {
                 ),
             )
             .with_detail("field", "code")
-            .with_detail("reason", "syntax")
+            .with_reason(Reason::Syntax)
             .with_detail("line", issue.line)
             .with_detail("column", issue.column)),
             Verdict::Violations(found) => {

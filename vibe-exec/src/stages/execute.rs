@@ -9,7 +9,7 @@ use vibe_errors::{Envelope, ErrorBody, ErrorCode, META_KEY, Reason};
 use vibe_transport::{Call, TransportError};
 
 use crate::phase::{CallContext, Phase, Stage};
-use crate::session::{MAX_REDISCOVERY, Session, lock};
+use crate::session::{MAX_REDISCOVERY, ReadError, Session, lock};
 
 /// Sends the call; maps transport failures to envelopes; opens the breaker on a missed
 /// deadline; re-discovers a known target the kernel reports missing (at most
@@ -18,26 +18,20 @@ use crate::session::{MAX_REDISCOVERY, Session, lock};
 #[derive(Debug, Default)]
 pub struct ExecuteStage;
 
+/// Sends the call (the transport numbers it; its cancel token goes with it).
 async fn send(call: &mut CallContext, session: &Session) -> Result<Envelope, TransportError> {
     call.transport_calls += 1;
-    lock(&session.sent_as).insert(call.id, call.transport_id);
-    let sent = Call::new(
-        call.transport_id,
-        call.tool.clone(),
-        call.params.clone(),
-        call.deadline,
-    );
+    let sent = Call::new(call.tool.clone(), call.params.clone(), call.deadline)
+        .cancelled_by(call.cancel.clone());
     // The first send of a batched call joins its batch; a repeat goes alone.
-    let answer = match call.batch.take() {
+    match call.batch.take() {
         Some(window) => window.send(session, sent).await,
         None => session.transport.call(sent).await,
-    };
-    lock(&session.sent_as).remove(&call.id);
-    answer
+    }
 }
 
 fn transport_failure(call: &CallContext, session: &Session, error: &TransportError) -> ErrorBody {
-    if lock(&session.cancelled).remove(&call.id) {
+    if call.cancel.is_cancelled() {
         return ErrorBody::new(ErrorCode::Timeout, format!("{} was cancelled", call.tool))
             .with_detail("cancelled", true)
             .with_detail(
@@ -79,12 +73,21 @@ impl ExecuteStage {
         call: &mut CallContext,
         session: &Session,
     ) -> Result<Envelope, ErrorBody> {
+        if call.cancel.is_cancelled() {
+            return Err(
+                ErrorBody::new(ErrorCode::Timeout, format!("{} was cancelled", call.tool))
+                    .with_detail("cancelled", true)
+                    .with_detail("partial_effects", "none: the call never started"),
+            );
+        }
         let idempotent = call.spec().is_some_and(|s| s.idempotent);
         let mut answer = send(call, session).await;
         let mut repeated = false;
-        if idempotent && answer.as_ref().is_err_and(TransportError::lost_in_flight) {
+        if idempotent
+            && !call.cancel.is_cancelled()
+            && answer.as_ref().is_err_and(TransportError::lost_in_flight)
+        {
             // Safe to repeat: the tool declares that repeating converges.
-            call.transport_id = session.transport.next_id();
             answer = send(call, session).await;
             repeated = true;
         }
@@ -124,19 +127,15 @@ impl ExecuteStage {
             // Re-discover by name: a target the session knows may be briefly unresolvable
             // (an undo step in progress, a reload); look it up, then try the call again.
             call.transport_calls += 1;
-            let lookup = Call::new(
-                session.transport.next_id(),
-                lookup,
-                json!({"name": name}),
-                call.deadline,
-            );
-            let found = session
-                .transport
-                .call(lookup)
+            let found = match session
+                .read(lookup, json!({"name": name}), call.deadline, &call.cancel)
                 .await
-                .map_err(|e| transport_failure(call, session, &e))?;
+            {
+                Ok(found) => found,
+                Err(ReadError::Transport(e)) => return Err(transport_failure(call, session, &e)),
+                Err(other) => return Err(other.to_error_body()),
+            };
             if found.is_ok() {
-                call.transport_id = session.transport.next_id();
                 envelope = send(call, session)
                     .await
                     .map_err(|e| transport_failure(call, session, &e))?;

@@ -3,7 +3,7 @@
 mod execute;
 mod guards;
 mod plan;
-mod ret;
+pub(crate) mod ret;
 mod storage;
 mod validate;
 mod verify;
@@ -14,7 +14,7 @@ pub use guards::{
     SandboxGuard, SanityGuard, TransactionGuard,
 };
 pub use plan::PolygonBudget;
-pub use ret::{ImageStage, MetaStage};
+pub use ret::{ImageStage, MetaStage, SealStage};
 pub use storage::{MAX_SANDBOX_ENTRIES, SandboxListing, TempStorageAfter, TempStorageBefore};
 pub use validate::{INLINE_VALIDATION_BYTES, MAX_ECHO_CHARS, SchemaStage, clip};
 pub use verify::ReadBack;

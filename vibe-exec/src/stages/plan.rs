@@ -4,7 +4,6 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use vibe_contract::{MODIFIER_DEFAULTS, polygon_estimate};
 use vibe_errors::{ErrorBody, Reason};
-use vibe_transport::Call;
 
 use crate::phase::{CallContext, Phase, Stage};
 use crate::session::Session;
@@ -53,16 +52,12 @@ impl Stage for PolygonBudget {
         ) else {
             return Ok(());
         };
-        let transport = &session.transport;
         call.transport_calls += 1;
-        let read = Call::new(
-            transport.next_id(),
-            lookup,
-            json!({"name": name}),
-            call.deadline,
-        );
         // A failed read is not a refusal: the kernel checks again and answers for itself.
-        let Ok(answer) = transport.call(read).await else {
+        let Ok(answer) = session
+            .read(lookup, json!({"name": name}), call.deadline, &call.cancel)
+            .await
+        else {
             return Ok(());
         };
         let Some(info) = answer.result() else {

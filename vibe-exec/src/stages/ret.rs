@@ -2,10 +2,44 @@
 //! the image a tool made.
 
 use async_trait::async_trait;
-use vibe_errors::{Determinism, ErrorBody, Image, MAX_IMAGE_BYTES};
+use vibe_errors::{Determinism, Envelope, ErrorBody, Image, MAX_IMAGE_BYTES};
 
 use crate::phase::{CallContext, Phase, Stage};
 use crate::session::Session;
+
+/// Completes the answer as the bridge returns it, the same for every backend: a snapshot's
+/// canonical data is sealed with its fingerprints and indices (the registry's `hints.snapshot`;
+/// [`vibe_transport::snapshot::seal`]), and an error gets the guidance a kernel may leave out
+/// (class, retryable, recovery; the message sanitized again: [`ErrorBody::with_guidance`]).
+#[derive(Debug, Default)]
+pub struct SealStage;
+
+#[async_trait]
+impl Stage for SealStage {
+    fn phase(&self) -> Phase {
+        Phase::Return
+    }
+    fn name(&self) -> &'static str {
+        "seal"
+    }
+    async fn run(&self, call: &mut CallContext, _session: &Session) -> Result<(), ErrorBody> {
+        let snapshot = call.spec().is_some_and(|spec| spec.hints.snapshot);
+        call.answer = call.answer.take().map(|answer| sealed(snapshot, answer));
+        Ok(())
+    }
+}
+
+/// An answer sealed as [`SealStage`] does it (`snapshot`: the tool's `hints.snapshot`).
+pub(crate) fn sealed(snapshot: bool, answer: Envelope) -> Envelope {
+    match answer {
+        Envelope::Ok(mut result) if snapshot => {
+            vibe_transport::snapshot::seal(&mut result);
+            Envelope::Ok(result)
+        }
+        Envelope::Err(error) => Envelope::Err(error.with_guidance()),
+        other => other,
+    }
+}
 
 /// Adds the determinism class (and the seed, for seeded tools) and a snapshot's fingerprint to a
 /// successful answer's `_meta`.

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use vibe_errors::{ErrorBody, ErrorCode};
+use vibe_errors::{ErrorBody, ErrorCode, Reason};
 
 use crate::phase::{CallContext, Phase, Stage};
 use crate::session::Session;
@@ -88,7 +88,7 @@ impl Stage for SchemaStage {
                 "arguments must be a JSON object",
             )
             .with_detail("field", "")
-            .with_detail("reason", "schema"));
+            .with_reason(Reason::Schema));
         }
         let limit = session.agreement.contract.limits.max_payload_bytes;
         let Some(size) = size_within(&call.params, limit) else {
@@ -126,7 +126,7 @@ impl Stage for SchemaStage {
             format!("{}: {first}", call.tool),
         )
         .with_detail("field", field)
-        .with_detail("reason", "schema")
+        .with_reason(Reason::Schema)
         .with_detail(
             "errors",
             Value::Array(

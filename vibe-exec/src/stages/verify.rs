@@ -2,8 +2,7 @@
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use vibe_errors::{ErrorBody, ErrorCode};
-use vibe_transport::Call;
+use vibe_errors::{ErrorBody, ErrorCode, Reason};
 
 use crate::phase::{CallContext, Phase, Stage};
 use crate::session::Session;
@@ -57,15 +56,8 @@ impl Stage for ReadBack {
             return Ok(());
         };
         call.transport_calls += 1;
-        let read = Call::new(
-            session.transport.next_id(),
-            lookup,
-            json!({"name": name}),
-            call.deadline,
-        );
         let info = session
-            .transport
-            .call(read)
+            .read(lookup, json!({"name": name}), call.deadline, &call.cancel)
             .await
             .map_err(|e| e.to_error_body())?;
         let Some(info) = info.result() else {
@@ -83,7 +75,7 @@ impl Stage for ReadBack {
                     ),
                 )
                 .with_detail("field", key)
-                .with_detail("reason", "verify_mismatch"));
+                .with_reason(Reason::VerifyMismatch));
             }
         }
         Ok(())

@@ -1,76 +1,71 @@
-//! Shared set-up: a pipeline over MockBlender, with a transport that counts what reaches it.
+//! Shared set-up: a pipeline over MockBlender, with a transport that counts what reaches it
+//! (one of the [`Hooked`] test transports).
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use vibe_contract::*;
-use vibe_errors::Envelope;
 use vibe_exec::{Pipeline, PipelineBuilder};
+use vibe_transport::jail::Jail;
 use vibe_transport::mock::{Object, ObjectData, ObjectType, Scene};
 use vibe_transport::{
-    Call, FaultPlan, Hello, MockBlender, MockTransport, SessionConfig, Transport, TransportError,
+    Fault, FaultPlan, Hello, KernelFactory, MockBlender, MockTransport, StdioOptions,
+    SupervisedKernel, Transport, kernel_factory,
 };
 
-/// Counts the calls that reach the kernel, and keeps how they were sent: `[tool]` for a call
-/// alone, `["batch:tool", ...]` for a batch.
-pub struct Counting {
-    pub inner: MockTransport,
+#[path = "../../../vibe-audit/tests/support/mod.rs"]
+mod audit;
+mod hooked;
+mod negotiated;
+pub use audit::*;
+pub use hooked::*;
+pub use negotiated::*;
+
+/// What [`Counting`] keeps: how many calls reached the kernel, and how they were sent: `[tool]`
+/// for a call alone, `["batch:tool", ...]` for a batch.
+#[derive(Default)]
+pub struct Counts {
     pub calls: AtomicU64,
     pub sent: Mutex<Vec<Vec<String>>>,
 }
 
+/// Counts the calls that reach the kernel, and keeps how they were sent.
+pub type Counting = Hooked<Counts>;
+
 impl Counting {
     pub fn new(inner: MockTransport) -> Counting {
-        Counting {
-            inner,
-            calls: AtomicU64::new(0),
-            sent: Mutex::new(Vec::new()),
-        }
+        Hooked::with_state(inner, Counts::default())
+            .on_call(|t, call| {
+                t.calls.fetch_add(1, Ordering::SeqCst);
+                t.sent.lock().unwrap().push(vec![call.tool.clone()]);
+                t.inner.call(call)
+            })
+            .on_batch(|t, calls| {
+                Box::pin(async move {
+                    let tools = calls.iter().map(|c| format!("batch:{}", c.tool)).collect();
+                    t.sent.lock().unwrap().push(tools);
+                    let mut answers = Vec::new();
+                    for call in calls {
+                        t.calls.fetch_add(1, Ordering::SeqCst);
+                        answers.push(t.inner.call(call).await);
+                    }
+                    answers
+                })
+            })
     }
     pub fn count(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }
+}
+
+impl<S> Hooked<S> {
     pub fn scene(&self) -> Scene {
         self.inner.mock().lock().unwrap().scene().clone()
     }
     pub fn mock(&self) -> Arc<Mutex<MockBlender>> {
         self.inner.mock()
-    }
-}
-
-#[async_trait]
-impl Transport for Counting {
-    fn hello(&self) -> &Hello {
-        self.inner.hello()
-    }
-    fn next_id(&self) -> u64 {
-        self.inner.next_id()
-    }
-    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
-        self.inner.configure(session).await
-    }
-    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.sent.lock().unwrap().push(vec![call.tool.clone()]);
-        self.inner.call(call).await
-    }
-    async fn call_batch(&self, calls: Vec<Call>) -> Vec<Result<Envelope, TransportError>> {
-        let tools = calls.iter().map(|c| format!("batch:{}", c.tool)).collect();
-        self.sent.lock().unwrap().push(tools);
-        let mut answers = Vec::new();
-        for call in calls {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            answers.push(self.inner.call(call).await);
-        }
-        answers
-    }
-    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        self.inner.cancel(id).await
-    }
-    async fn close(&self) -> Result<(), TransportError> {
-        self.inner.close().await
     }
 }
 
@@ -159,6 +154,37 @@ pub async fn rig_with(mock: MockBlender, faults: FaultPlan, time_per_tool_ms: u6
     }
 }
 
+/// A rig whose kernel hangs on the first call, with `time_per_tool_ms` per call.
+pub async fn hung_rig(time_per_tool_ms: u64) -> Rig {
+    rig_with(
+        MockBlender::new(),
+        FaultPlan::none().at(1, Fault::Hang),
+        time_per_tool_ms,
+    )
+    .await
+}
+
+/// A pipeline over `transport` for session `session`, which asks for `file.write` under
+/// `constraints`, with `sandbox` as its sandbox.
+pub async fn file_pipeline(
+    transport: Arc<dyn Transport>,
+    session: &str,
+    constraints: Constraints,
+    sandbox: &std::path::Path,
+) -> Pipeline {
+    let agreement = agreement_for(
+        transport.hello(),
+        session,
+        Some(constraints),
+        &["file.write"],
+    );
+    Pipeline::builder(agreement, transport)
+        .sandbox(vibe_exec::Sandbox::new(sandbox).unwrap())
+        .start()
+        .await
+        .unwrap()
+}
+
 /// A MockBlender whose `python.exec` really runs the code, in the system's Python (without
 /// bpy): real syntax and runtime errors, no Blender needed.
 pub fn python_mock() -> MockBlender {
@@ -176,6 +202,30 @@ pub fn python_mock() -> MockBlender {
     }))
 }
 
+/// The path in `var` for a live test, which runs only with `VIBE_LIVE=1`: a live test run
+/// without it, or without a Blender, fails, it never passes quietly.
+pub fn required(var: &str) -> PathBuf {
+    assert!(
+        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
+        "live test without VIBE_LIVE=1"
+    );
+    PathBuf::from(std::env::var_os(var).unwrap_or_else(|| {
+        panic!("VIBE_LIVE=1 but {var} is not set: a missing Blender is a failure")
+    }))
+}
+
+/// Jailed kernels in `jail`: bpy (`VIBE_BPY_PYTHON`) for the target `bpy`, Blender `-b`
+/// (`VIBE_BLENDER`) for any other.
+pub fn jailed_kernels(target: &str, jail: Jail) -> KernelFactory {
+    if target == "bpy" {
+        let python = required("VIBE_BPY_PYTHON");
+        kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail))
+    } else {
+        let blender = required("VIBE_BLENDER");
+        kernel_factory(move || StdioOptions::jailed_blender(&blender, &jail))
+    }
+}
+
 /// A pipeline over a jailed, supervised bpy kernel (`VIBE_BPY_PYTHON`) whose jail writes only
 /// `sandbox`, asking for `capabilities` (code_exec is allowed by the bridge's policy) under
 /// `constraints`; with `sandbox_guard`, the pipeline's sandbox is that folder too. A live test
@@ -186,39 +236,26 @@ pub async fn live_jailed_pipeline(
     capabilities: &[&str],
     constraints: Constraints,
     sandbox_guard: bool,
-) -> (Pipeline, Arc<vibe_transport::SupervisedKernel>) {
-    use vibe_transport::jail::Jail;
-    use vibe_transport::{StdioOptions, SupervisedKernel, kernel_factory};
+) -> (Pipeline, Arc<SupervisedKernel>) {
     assert!(
         std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
         "{what}: live test run without VIBE_LIVE=1"
     );
-    let python = std::env::var_os("VIBE_BPY_PYTHON")
-        .expect("VIBE_LIVE=1 but VIBE_BPY_PYTHON is not set: a missing Blender is a failure");
-    let jail = Jail::new(sandbox);
-    let factory = kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail));
+    let factory = jailed_kernels("bpy", Jail::new(sandbox));
     let transport = Arc::new(
         SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
             .await
             .unwrap(),
     );
-    let host = HostProfile {
-        name: "live".into(),
-        version: "1".into(),
-        capabilities: caps(capabilities),
-        ..HostProfile::default()
-    };
-    let mut proposal = HostProposal::new("live", host);
-    proposal.constraints = Some(constraints);
     let mut policy = BridgePolicy::default();
     policy.capabilities.insert(CAP_CODE_EXEC.into());
-    let agreement = negotiate(
-        &proposal,
+    let agreement = negotiated(
+        "live",
+        capabilities,
+        Some(constraints),
         &policy,
         &transport.hello().blender,
-        &blender_core_v1().unwrap(),
-    )
-    .unwrap();
+    );
     let dyn_transport: Arc<dyn Transport> = transport.clone();
     let mut builder = Pipeline::builder(agreement, dyn_transport).code_gate();
     if sandbox_guard {
@@ -232,17 +269,9 @@ pub fn memory_audit() -> (
     Arc<vibe_audit::AuditWriter>,
     impl Fn() -> Vec<serde_json::Value>,
 ) {
-    use vibe_audit::{AuditLog, AuditWriter, ChainHead, MemorySink, Overflow, Redactor};
+    use vibe_audit::{MemorySink, Overflow};
     let sink = MemorySink::new();
-    let writer = Arc::new(AuditWriter::spawn(
-        AuditLog::new(
-            Box::new(sink.clone()),
-            ChainHead::genesis(),
-            Redactor::default(),
-        ),
-        256,
-        Overflow::Backpressure,
-    ));
+    let writer = Arc::new(genesis_writer(sink.clone(), 256, Overflow::Backpressure));
     let records = move || {
         String::from_utf8(sink.bytes())
             .unwrap()

@@ -127,6 +127,31 @@ class KernelTest(KernelCalls, unittest.TestCase):
         self.assertNotIn("/home/ann", error["message"])
         self.assertEqual(self.ok("blender.errors", limit=5)["errors"][-1]["source"], "object.info")
 
+    def test_a_meshs_size_is_in_its_data_block(self):
+        small = self.ok("mesh.create_cube", name="Small", size=2, location=[1, 2, 0])["data"]
+        big = self.ok("mesh.create_cube", name="Big", size=4, location=[1, 2, 0])["data"]
+        twin = self.ok("mesh.create_cube", name="Twin", size=4, location=[1, 2, 0])["data"]
+        self.assertEqual(small["extent"], [2.0, 2.0, 2.0])
+        self.assertEqual(big["extent"], [4.0, 4.0, 4.0])
+        self.assertNotEqual(small, big)
+        self.assertEqual(big, twin)
+        # The mesh's own size: the object's scale and modifiers are not in it.
+        self.ok("object.set_transform", name="Big", scale=[3, 3, 3])
+        self.ok("modifier.add", name="Big", modifier_type="ARRAY", count=3)
+        self.assertEqual(self.ok("object.info", name="Big")["data"]["extent"], [4.0, 4.0, 4.0])
+        # 32-bit vertices, rounded with round(x, 4): what MockBlender models.
+        self.assertEqual(self.ok("mesh.create_cube", name="Odd", size=3.7)["data"]["extent"], [3.7, 3.7, 3.7])
+        self.assertEqual(self.ok("mesh.create_plane", name="Floor", size=10)["data"]["extent"], [10.0, 10.0, 0.0])
+        for primitive, extent in (("uv_sphere", [2.0, 2.0, 2.0]), ("cylinder", [2.0, 2.0, 2.0]),
+                                  ("monkey", [2.7344, 1.7031, 1.9688]), ("plane", [2.0, 2.0, 0.0])):
+            made = self.ok("object.create", name=primitive, type="MESH", primitive=primitive)
+            self.assertEqual(made["data"]["extent"], extent, primitive)
+        # A person editing the mesh itself changes the scene's content.
+        before = self.snapshot()
+        bpy.data.objects["Cube"].data.vertices[0].co.x = 5.0  # the cube spans -1..1
+        self.assertEqual(self.ok("object.info", name="Cube")["data"]["extent"], [6.0, 2.0, 2.0])
+        self.assertNotEqual(self.snapshot()["objects"], before["objects"])
+
     def test_created_objects_are_known_across_renames(self):
         self.k.state.configure({"session_id": "s-1", "capabilities": ["scene.read", "scene.write"]})
         self.ok("object.create", name="Pivot", type="EMPTY")

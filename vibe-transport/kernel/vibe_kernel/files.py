@@ -93,11 +93,15 @@ def render_still(k, params):
         raise Refusal("invalid_arguments", "the scene has no camera to render from", field="path")
     r = sc.render
     saved = (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
-             sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension)
+             sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension, sc.cycles.use_denoising)
     try:
         r.use_file_extension = False  # write exactly the checked path, never `<path>.png`
         r.engine = "CYCLES"
         sc.cycles.device = "CPU"
+        # A build without a denoiser (Debian's Blender 3.4 has no OpenImageDenoise) fails a
+        # render that asks for one: denoise only where the build can.
+        if not sc.cycles.denoiser:
+            sc.cycles.use_denoising = False
         sc.cycles.samples = samples
         sc.cycles.seed = seed
         r.resolution_x, r.resolution_y, r.resolution_percentage = width, height, 100
@@ -106,7 +110,7 @@ def render_still(k, params):
         bpy.ops.render.render(write_still=True)
     finally:
         (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
-         sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension) = saved
+         sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension, sc.cycles.use_denoising) = saved
     return {"path": relative, "width": width, "height": height, "seed": seed}
 
 

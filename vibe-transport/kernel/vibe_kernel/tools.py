@@ -8,6 +8,7 @@ and answer shapes the tools share. The tools themselves are by family: reads.py,
 agent_code.py (python.exec) and files.py (file.save, file.open, render.still); the actuator
 lock's rules are in lock.py."""
 
+import array
 import math
 
 import bpy
@@ -228,11 +229,34 @@ def modifier_json(m):
     return {"name": m.name, "type": m.type}
 
 
+# A mesh's extent is rounded to this many decimals: float noise (a UV sphere of radius 1 is
+# 1.9999987 across) and platform sin/cos differences stay below it, so every Blender build and
+# MockBlender report the same numbers.
+EXTENT_DECIMALS = 4
+
+
+def mesh_extent(me):
+    """The size [dx, dy, dz] of the box around the mesh's own vertices (local space: not the
+    object's scale, not modifiers), so that a mesh's size is part of the scene's content."""
+    count = len(me.vertices)
+    if count == 0:
+        return [0.0, 0.0, 0.0]
+    # One copy of the coordinates and min/max in C: linear, no Python loop over vertices.
+    co = array.array("f", bytes(12 * count))
+    me.vertices.foreach_get("co", co)
+    extent = []
+    for axis in range(3):
+        values = co[axis::3]
+        extent.append(round(max(values) - min(values), EXTENT_DECIMALS))
+    return extent
+
+
 def data_json(obj):
     if obj.type == "MESH":
         me = obj.data
         return {"type": "MESH", "vertices": len(me.vertices), "edges": len(me.edges),
-                "polygons": len(me.polygons), "material_slots": len(obj.material_slots)}
+                "polygons": len(me.polygons), "extent": mesh_extent(me),
+                "material_slots": len(obj.material_slots)}
     if obj.type == "LIGHT":
         return {"type": "LIGHT", "light_type": obj.data.type}
     if obj.type == "ARMATURE":

@@ -4,11 +4,10 @@
 use futures::future::join_all;
 use vibe_errors::Envelope;
 
-use super::{Connection, InFlight, finish, never_sent};
+use super::{Connection, InFlight, never_sent};
 use crate::error::TransportError;
 use crate::frame::{BatchedCall, Frame};
-use crate::snapshot::SNAPSHOT_TOOL;
-use crate::transport::Call;
+use crate::transport::{Call, Transport};
 
 /// The most calls the bridge puts in one `batch` frame (the kernel's own bound, from its hello,
 /// may be lower); longer batches go as several frames, back to back.
@@ -23,7 +22,7 @@ impl Connection {
     /// Each call keeps its own id, deadline (counted from the send), cancel and answer. A kernel
     /// that takes no batches (no `max_batch_calls` in its hello), a single call, or a batch
     /// whose frame would pass the kernel's frame size goes as pipelined calls instead.
-    pub async fn call_batch(&self, calls: Vec<Call>) -> Vec<Answer> {
+    pub(crate) async fn run_batch(&self, calls: Vec<Call>) -> Vec<Answer> {
         let limit = self
             .hello
             .max_batch_calls
@@ -59,46 +58,31 @@ impl Connection {
             Err(error) => return vec![Err(error); count],
         };
         let mut answers: Vec<Option<Answer>> = (0..count).map(|_| None).collect();
-        let mut waiting = Vec::new(); // (position, snapshot?, deadline, receiver)
+        let mut waiting = Vec::new(); // (position, id, receiver)
         let mut batched = Vec::new();
         for (position, call) in calls.iter().enumerate() {
-            match self.register(call.id) {
-                Ok(receiver) => {
-                    waiting.push((
-                        position,
-                        call.tool == SNAPSHOT_TOOL,
-                        call.deadline,
-                        receiver,
-                    ));
-                    batched.push(BatchedCall {
-                        id: call.id,
-                        tool: call.tool.clone(),
-                        params: call.params.clone(),
-                        deadline_ms: call.deadline.as_millis().min(u128::from(u64::MAX)) as u64,
-                    });
-                }
-                Err(error) => answers[position] = Some(Err(error)),
-            }
+            let (id, receiver) = self.register();
+            waiting.push((position, id, receiver));
+            batched.push(BatchedCall {
+                id,
+                tool: call.tool.clone(),
+                params: call.params.clone(),
+                deadline_ms: call.deadline.as_millis().min(u128::from(u64::MAX)) as u64,
+            });
         }
         let line = Frame::Batch { calls: batched }.to_line();
         if line.len() as u64 > self.hello.max_frame_bytes {
             // Too big for one frame: the same calls, pipelined one by one.
-            let ids: Vec<u64> = waiting.iter().map(|(p, ..)| calls[*p].id).collect();
-            for id in ids {
-                self.forget(id);
+            for (_, id, _) in &waiting {
+                self.forget(*id);
             }
             drop(permit);
-            let positions: Vec<usize> = waiting.iter().map(|(p, ..)| *p).collect();
-            let singles = positions.iter().map(|p| self.call(calls[*p].clone()));
-            for (position, answer) in positions.iter().zip(join_all(singles).await) {
-                answers[*position] = Some(answer);
-            }
-            return answers.into_iter().map(answered).collect();
+            return self.pipelined(calls).await;
         }
         let guards: Vec<InFlight<'_>> = waiting
             .iter()
-            .map(|(position, ..)| InFlight {
-                id: calls[*position].id,
+            .map(|(_, id, _)| InFlight {
+                id: *id,
                 connection: self,
                 armed: true,
             })
@@ -114,12 +98,18 @@ impl Connection {
             }
             return answers.into_iter().map(answered).collect();
         }
-        let waits = waiting.into_iter().zip(guards).map(
-            |((position, snapshot, deadline, receiver), guard)| async move {
-                let answer = self.wait(guard, receiver, start, deadline).await;
-                (position, answer.map(|envelope| finish(snapshot, envelope)))
-            },
-        );
+        let calls = &calls;
+        let waits =
+            waiting
+                .into_iter()
+                .zip(guards)
+                .map(|((position, _, receiver), guard)| async move {
+                    let call = &calls[position];
+                    let answer = self
+                        .wait(guard, receiver, start, call.deadline, Some(&call.cancel))
+                        .await;
+                    (position, answer)
+                });
         for (position, answer) in join_all(waits).await {
             answers[position] = Some(answer);
         }

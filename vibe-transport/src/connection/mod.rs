@@ -1,5 +1,8 @@
-//! The client side of wire protocol v1 over any byte stream: handshake, id-matched dispatch,
-//! deadlines, cancellation and a concurrency bound. TCP and stdio wrap it.
+//! The one stream transport: the client side of wire protocol v1 over any
+//! `AsyncRead`/`AsyncWrite` pair (a TCP stream, a child's stdin and stdout, a Unix socket, an
+//! in-memory pipe): handshake, ids of its own, id-matched dispatch, deadlines, cancellation,
+//! batches and a concurrency bound. [`Connection`] is a [`Transport`] by itself; the TCP
+//! backend adds reconnection around it, the stdio backend a child process.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,13 +13,13 @@ use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
 use vibe_errors::Envelope;
 
 use crate::codec::{CodecError, LineCodec};
 use crate::error::TransportError;
 use crate::frame::{Frame, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig};
-use crate::snapshot::{SNAPSHOT_TOOL, seal};
-use crate::transport::Call;
+use crate::transport::{CANCEL_GRACE, Call, Transport};
 
 mod batch;
 pub use batch::MAX_BATCH_CALLS;
@@ -64,6 +67,8 @@ struct Shared {
     closed: Mutex<Option<TransportError>>,
     /// The highest id ever sent: a result for a larger id is a protocol violation.
     highest_sent: AtomicU64,
+    /// The next request id: the connection numbers what it sends, so ids never collide.
+    next_id: AtomicU64,
 }
 
 impl Shared {
@@ -149,7 +154,7 @@ impl Connection {
                         )));
                     }
                     Some(Err(CodecError::Io(e))) => {
-                        return Err(TransportError::Connect(e.to_string()));
+                        return Err(TransportError::Connect(e.into()));
                     }
                     None => {
                         return Err(TransportError::NotAVibeKernel(
@@ -224,6 +229,7 @@ impl Connection {
             pending: Mutex::new(HashMap::new()),
             closed: Mutex::new(None),
             highest_sent: AtomicU64::new(0),
+            next_id: AtomicU64::new(1),
         });
         let (outgoing, receiver) = mpsc::channel(1024);
         let boxed: Box<dyn AsyncWrite + Send + Unpin> = Box::new(writer.into_inner());
@@ -249,14 +255,6 @@ impl Connection {
         &self.hello
     }
 
-    /// Console lines seen before the hello.
-    pub fn console(&self) -> Vec<String> {
-        self.console
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
     /// Why the connection ended, if it has.
     pub fn closed(&self) -> Option<TransportError> {
         self.shared.closed_error()
@@ -267,83 +265,67 @@ impl Connection {
         self.shared.fail_all(error);
     }
 
-    /// Sends `configure` (as request `id`) and waits for its answer.
-    pub async fn configure(
+    /// Sends `configure` and waits for its answer, within `deadline` (the trait's
+    /// [`Transport::configure`] gives it the session's call deadline).
+    pub async fn configure_within(
         &self,
-        id: u64,
         session: &SessionConfig,
         deadline: Duration,
     ) -> Result<Envelope, TransportError> {
-        let frame = Frame::Configure {
-            id,
-            session: Box::new(session.clone()),
-        };
-        self.request(id, frame, deadline).await
+        let session = Box::new(session.clone());
+        self.request(|id| Frame::Configure { id, session }, deadline, None)
+            .await
     }
 
-    /// Sends `checkpoint` (save the scene to `path`) as request `id` and waits for its answer.
+    /// Sends `checkpoint` (save the scene to `path`) and waits for its answer.
     pub async fn checkpoint(
         &self,
-        id: u64,
         path: &str,
         deadline: Duration,
     ) -> Result<Envelope, TransportError> {
-        let frame = Frame::Checkpoint {
-            id,
-            path: path.to_owned(),
-        };
-        self.request(id, frame, deadline).await
+        let path = path.to_owned();
+        self.request(|id| Frame::Checkpoint { id, path }, deadline, None)
+            .await
     }
 
-    /// Sends `inventory` as request `id` and waits for its answer.
-    pub async fn inventory(&self, id: u64, deadline: Duration) -> Result<Envelope, TransportError> {
-        self.request(id, Frame::Inventory { id }, deadline).await
+    /// Sends `inventory` and waits for its answer.
+    pub async fn inventory(&self, deadline: Duration) -> Result<Envelope, TransportError> {
+        self.request(|id| Frame::Inventory { id }, deadline, None)
+            .await
     }
 
-    /// Sends `restore` (load the scene from `path`) as request `id` and waits for its answer.
+    /// Sends `restore` (load the scene from `path`) and waits for its answer.
     pub async fn restore(
         &self,
-        id: u64,
         path: &str,
         transaction: Option<crate::frame::TransactionCarry>,
         deadline: Duration,
     ) -> Result<Envelope, TransportError> {
-        let frame = Frame::Restore {
-            id,
-            path: path.to_owned(),
-            transaction,
-        };
-        self.request(id, frame, deadline).await
-    }
-
-    /// Sends a call and waits for its answer, within its deadline. A `scene.snapshot` result
-    /// is sealed (fingerprints and indices) here, so every backend hashes the same way.
-    pub async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
-        let deadline_ms = call.deadline.as_millis().min(u128::from(u64::MAX)) as u64;
-        let id = call.id;
-        let snapshot = call.tool == SNAPSHOT_TOOL;
-        let frame = Frame::Call {
-            id,
-            tool: call.tool,
-            params: call.params,
-            deadline_ms,
-        };
-        let envelope = self.request(id, frame, call.deadline).await?;
-        Ok(finish(snapshot, envelope))
+        let path = path.to_owned();
+        self.request(
+            |id| Frame::Restore {
+                id,
+                path,
+                transaction,
+            },
+            deadline,
+            None,
+        )
+        .await
     }
 
     async fn request(
         &self,
-        id: u64,
-        frame: Frame,
+        frame: impl FnOnce(u64) -> Frame,
         deadline: Duration,
+        cancel: Option<&CancellationToken>,
     ) -> Result<Envelope, TransportError> {
         if let Some(error) = self.closed() {
             return Err(never_sent(error));
         }
         let start = tokio::time::Instant::now();
         let permit = self.permit(deadline).await?;
-        let receiver = self.register(id)?;
+        let (id, receiver) = self.register();
         // Cancel safety: if this future is dropped from here on, the guard removes the waiter
         // and tells the kernel to stop.
         let mut guard = InFlight {
@@ -351,13 +333,13 @@ impl Connection {
             connection: self,
             armed: true,
         };
-        if let Err(error) = self.send_line(frame.to_line()).await {
+        if let Err(error) = self.send_line(frame(id).to_line()).await {
             // No complete frame left: the kernel cannot have run it.
             guard.armed = false;
             self.forget(id);
             return Err(error);
         }
-        let answer = self.wait(guard, receiver, start, deadline).await;
+        let answer = self.wait(guard, receiver, start, deadline, cancel).await;
         drop(permit);
         answer
     }
@@ -376,24 +358,17 @@ impl Connection {
         }
     }
 
-    /// A waiter for the answer to `id`.
-    fn register(
-        &self,
-        id: u64,
-    ) -> Result<oneshot::Receiver<Result<Envelope, TransportError>>, TransportError> {
+    /// A fresh request id and a waiter for its answer.
+    fn register(&self) -> (u64, oneshot::Receiver<Result<Envelope, TransportError>>) {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
-        let mut pending = self
-            .shared
+        self.shared
             .pending
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if pending.contains_key(&id) {
-            return Err(TransportError::DuplicateId(id));
-        }
-        pending.insert(id, sender);
-        drop(pending);
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, sender);
         self.shared.highest_sent.fetch_max(id, Ordering::Relaxed);
-        Ok(receiver)
+        (id, receiver)
     }
 
     /// Writes one frame line: straight to the stream for a lone request, through the writer
@@ -425,7 +400,7 @@ impl Connection {
             Some(Ok(())) => false,
             Some(Err(e)) => {
                 self.shared
-                    .fail_all(TransportError::ConnectionLost(e.to_string()));
+                    .fail_all(TransportError::ConnectionLost(e.into()));
                 true
             }
             None => self.outgoing.send(Outgoing::Line(line)).await.is_err(),
@@ -439,26 +414,51 @@ impl Connection {
     }
 
     /// Waits for the answer the guard's request registered, until `deadline` after `start`.
+    /// When `cancel` fires first, the kernel is asked to stop the call and its answer is waited
+    /// for [`CANCEL_GRACE`] more (within the deadline).
     async fn wait(
         &self,
         mut guard: InFlight<'_>,
-        receiver: oneshot::Receiver<Result<Envelope, TransportError>>,
+        mut receiver: oneshot::Receiver<Result<Envelope, TransportError>>,
         start: tokio::time::Instant,
         deadline: Duration,
+        cancel: Option<&CancellationToken>,
     ) -> Result<Envelope, TransportError> {
-        match tokio::time::timeout_at(start + deadline, receiver).await {
-            Ok(Ok(result)) => {
-                guard.armed = false;
-                result
-            }
-            Ok(Err(_)) => {
-                guard.armed = false;
-                Err(self
-                    .closed()
-                    .unwrap_or_else(|| TransportError::ConnectionLost("waiter dropped".into())))
-            }
+        let until = start + deadline;
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        let first = tokio::select! {
+            biased;
+            answer = &mut receiver => Some(answer),
+            () = cancel.cancelled() => None,
             // Leave the guard armed: it forgets the id and sends the cancel.
-            Err(_) => Err(TransportError::Deadline(deadline)),
+            () = tokio::time::sleep_until(until) => return Err(TransportError::Deadline(deadline)),
+        };
+        let answer = match first {
+            Some(answer) => answer,
+            None => {
+                self.ask_to_cancel(guard.id);
+                let grace = (tokio::time::Instant::now() + CANCEL_GRACE).min(until);
+                match tokio::time::timeout_at(grace, &mut receiver).await {
+                    Ok(answer) => answer,
+                    Err(_) => {
+                        guard.armed = false;
+                        self.forget(guard.id);
+                        return Err(if grace < until {
+                            TransportError::Cancelled
+                        } else {
+                            TransportError::Deadline(deadline)
+                        });
+                    }
+                }
+            }
+        };
+        guard.armed = false;
+        match answer {
+            Ok(result) => result,
+            Err(_) => Err(self
+                .closed()
+                .unwrap_or_else(|| TransportError::ConnectionLost("waiter dropped".into()))),
         }
     }
 
@@ -470,8 +470,8 @@ impl Connection {
             .remove(&id);
     }
 
-    /// Best-effort cancel of call `id`: its waiter is failed now, and the kernel is told.
-    pub fn cancel(&self, id: u64) {
+    /// Best-effort cancel of request `id`: its waiter is failed now, and the kernel is told.
+    fn cancel(&self, id: u64) {
         let waiter = self
             .shared
             .pending
@@ -484,20 +484,68 @@ impl Connection {
         self.ask_to_cancel(id);
     }
 
-    /// Tells the kernel to stop call `id` and keeps waiting for its answer (the kernel answers
-    /// a call it stopped; a supervisor kills a kernel that does not).
-    pub fn ask_to_cancel(&self, id: u64) {
+    /// Tells the kernel to stop request `id`; its waiter keeps waiting.
+    fn ask_to_cancel(&self, id: u64) {
         let _ = self
             .outgoing
             .try_send(Outgoing::Line(Frame::Cancel { id }.to_line()));
     }
+}
+
+#[async_trait::async_trait]
+impl Transport for Connection {
+    fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
+        self.configure_within(session, session.call_deadline())
+            .await
+    }
+
+    /// Sends the call and waits for its answer, within its deadline; its cancel token asks the
+    /// kernel to stop it (see [`Transport`]'s cancel contract).
+    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
+        let deadline_ms = call.deadline.as_millis().min(u128::from(u64::MAX)) as u64;
+        let Call {
+            tool,
+            params,
+            deadline,
+            cancel,
+            ..
+        } = call;
+        self.request(
+            |id| Frame::Call {
+                id,
+                tool,
+                params,
+                deadline_ms,
+            },
+            deadline,
+            Some(&cancel),
+        )
+        .await
+    }
+
+    async fn call_batch(&self, calls: Vec<Call>) -> Vec<Result<Envelope, TransportError>> {
+        self.run_batch(calls).await
+    }
 
     /// Sends `bye`, closes the write side and stops accepting calls.
-    pub async fn close(&self) {
+    async fn close(&self) -> Result<(), TransportError> {
         let _ = self.outgoing.send(Outgoing::Close).await;
         self.permits.close();
         self.shared
             .fail_all(TransportError::Closed("closed by the bridge".into()));
+        Ok(())
+    }
+
+    /// Console lines seen before the hello.
+    fn console(&self) -> Vec<String> {
+        self.console
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -522,11 +570,11 @@ async fn write_frame<W: AsyncWrite + Unpin>(
     writer
         .write_all(&frame.to_line())
         .await
-        .map_err(|e| TransportError::ConnectionLost(e.to_string()))?;
+        .map_err(|e| TransportError::ConnectionLost(e.into()))?;
     writer
         .flush()
         .await
-        .map_err(|e| TransportError::ConnectionLost(e.to_string()))
+        .map_err(|e| TransportError::ConnectionLost(e.into()))
 }
 
 /// Writes queued frames, coalescing whatever is ready into one flush.
@@ -558,7 +606,7 @@ async fn write_loop(
             result = out.flush().await;
         }
         if let Err(e) = result {
-            shared.fail_all(TransportError::ConnectionLost(e.to_string()));
+            shared.fail_all(TransportError::ConnectionLost(e.into()));
             *slot = None;
             return;
         }
@@ -585,7 +633,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
             Some(Err(CodecError::Io(e))) => {
-                shared.fail_all(TransportError::ConnectionLost(e.to_string()));
+                shared.fail_all(TransportError::ConnectionLost(e.into()));
                 return;
             }
             None => {
@@ -639,20 +687,6 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
         }
-    }
-}
-
-/// An answer as every backend gives it: a `scene.snapshot` result sealed (fingerprints and
-/// indices), and a kernel's bare error completed (class, retryable, recovery) with its message
-/// sanitized again.
-fn finish(snapshot: bool, envelope: Envelope) -> Envelope {
-    match envelope {
-        Envelope::Ok(mut result) if snapshot => {
-            seal(&mut result);
-            Envelope::Ok(result)
-        }
-        Envelope::Err(error) => Envelope::Err(error.with_guidance()),
-        other => other,
     }
 }
 

@@ -180,6 +180,15 @@ impl MockBlender {
             return Err(invalid("path", "the scene has no camera to render from"));
         }
         let png = super::png::solid_png(width, height, [128, 128, 128]);
+        // As the kernel does, the folders of a path like `renders/still.png` are made first.
+        if let Some(folder) = target.parent() {
+            std::fs::create_dir_all(folder).map_err(|e| {
+                ErrorBody::new(
+                    ErrorCode::ExecutionFailed,
+                    format!("could not make the render's folder: {e}"),
+                )
+            })?;
+        }
         std::fs::write(&target, png).map_err(|e| {
             ErrorBody::new(
                 ErrorCode::ExecutionFailed,

@@ -33,7 +33,7 @@ use vibe_errors::Envelope;
 pub use faults::{Fault, FaultPlan};
 pub use scene::{
     Collection, MASTER_COLLECTION, MAX_NAME_BYTES, Material, MeshCounts, Modifier, Object,
-    ObjectData, ObjectType, Principled, Scene, primitive_counts,
+    ObjectData, ObjectType, Principled, Scene, primitive_counts, primitive_extent,
 };
 pub use transport::MockTransport;
 

@@ -66,6 +66,32 @@ pub fn primitive_counts(primitive: &str) -> Option<MeshCounts> {
     })
 }
 
+/// The extent of a primitive made `size` across (`mesh.create_cube` and `mesh.create_plane` take
+/// a size, `object.create` makes every primitive 2 across), as a mesh's `data.extent` reports
+/// it: the size of the box around its vertices, rounded as the kernel rounds it.
+///
+/// Blender stores vertices as 32-bit floats, so a cube or a plane is exactly `size as f32`
+/// across. The UV sphere and the cylinder have radius `size / 2` and the cylinder depth `size`;
+/// the sphere's 32-gon falls short of its diameter by about 6e-7 of it (1.9999987 at size 2),
+/// which the rounding hides at the size they are made at. Suzanne has no size: Blender's monkey
+/// is 2.734375 x 1.703125 x 1.96875.
+pub fn primitive_extent(primitive: &str, size: f64) -> Option<[f64; 3]> {
+    let s = f64::from(size as f32);
+    let extent = match primitive {
+        "cube" | "uv_sphere" | "cylinder" => [s, s, s],
+        "plane" => [s, s, 0.0],
+        "monkey" => [2.734375, 1.703125, 1.96875],
+        _ => return None,
+    };
+    Some(extent.map(round_extent))
+}
+
+/// Rounds an extent as the kernel does, with Python's `round(x, 4)`: to the nearest 4-decimal
+/// number, ties to even (Rust's `{:.4}` formats exactly so; `(x * 1e4).round()` would not).
+fn round_extent(x: f64) -> f64 {
+    format!("{x:.4}").parse().unwrap_or(x)
+}
+
 /// Object data.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ObjectData {
@@ -172,6 +198,10 @@ pub struct Object {
     pub modifiers: Vec<Modifier>,
     /// Object data.
     pub data: ObjectData,
+    /// The size of the box around its mesh's vertices (local space, before modifiers), as
+    /// `data.extent` reports it ([`primitive_extent`]); zeros for objects without a mesh. Kept
+    /// here rather than in [`MeshCounts`], whose fields embedders fill in by hand.
+    pub mesh_extent: [f64; 3],
     /// Linked from a library.
     pub linked: bool,
     /// A library override (what used to be a proxy).
@@ -179,7 +209,7 @@ pub struct Object {
 }
 
 impl Object {
-    /// A new object at the origin with unit scale.
+    /// A new object at the origin with unit scale (a mesh's `mesh_extent` starts at zeros).
     pub fn new(
         uid: u64,
         name: &str,
@@ -199,6 +229,7 @@ impl Object {
             materials: Vec::new(),
             modifiers: Vec::new(),
             data,
+            mesh_extent: [0.0; 3],
             linked: false,
             library_override: false,
         }
@@ -311,6 +342,7 @@ impl Scene {
             "Collection",
         );
         cube.materials.push(Some("Material".to_owned()));
+        cube.mesh_extent = primitive_extent("cube", 2.0).unwrap_or([2.0; 3]);
         let mut camera = Object::new(
             2,
             "Camera",

@@ -139,7 +139,7 @@ fn modifier_json(m: &Modifier) -> Value {
 fn data_json(object: &Object) -> Value {
     match &object.data {
         ObjectData::Mesh(c) => {
-            json!({"type": "MESH", "vertices": c.vertices, "edges": c.edges, "polygons": c.polygons, "material_slots": object.materials.len()})
+            json!({"type": "MESH", "vertices": c.vertices, "edges": c.edges, "polygons": c.polygons, "extent": object.mesh_extent, "material_slots": object.materials.len()})
         }
         ObjectData::Light(kind) => json!({"type": "LIGHT", "light_type": kind}),
         ObjectData::Camera => json!({"type": "CAMERA"}),

@@ -1,29 +1,22 @@
 //! MockTransport: the Transport trait straight onto a MockBlender, with the wire faults
 //! simulated at the boundary (no I/O; tokio timers only for hangs and slow drips).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::oneshot;
 use vibe_errors::Envelope;
 
 use super::{Fault, MockBlender};
 use crate::error::TransportError;
 use crate::frame::{Frame, Hello, SessionConfig};
-use crate::snapshot::{SNAPSHOT_TOOL, seal};
 use crate::transport::{Call, Transport};
 
 /// A [`Transport`] backed by an in-memory [`MockBlender`].
 pub struct MockTransport {
     mock: Arc<Mutex<MockBlender>>,
     hello: Hello,
-    next_id: AtomicU64,
     halted: Mutex<Option<TransportError>>,
-    /// Calls hanging in an injected fault, by id, so that `cancel` can end them.
-    hanging: Mutex<HashMap<u64, oneshot::Sender<()>>>,
 }
 
 impl std::fmt::Debug for MockTransport {
@@ -46,9 +39,7 @@ impl MockTransport {
         MockTransport {
             mock,
             hello,
-            next_id: AtomicU64::new(1),
             halted: Mutex::new(None),
-            hanging: Mutex::new(HashMap::new()),
         }
     }
 
@@ -56,6 +47,19 @@ impl MockTransport {
     /// session would).
     pub fn mock(&self) -> Arc<Mutex<MockBlender>> {
         Arc::clone(&self.mock)
+    }
+
+    /// The error that halted the transport, if one did.
+    fn still_open(&self) -> Result<(), TransportError> {
+        match self
+            .halted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
     }
 
     fn halt(&self, error: TransportError) -> TransportError {
@@ -74,49 +78,26 @@ impl Transport for MockTransport {
         &self.hello
     }
 
-    fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
     async fn configure(&self, session: &SessionConfig) -> Result<Envelope, TransportError> {
-        if let Some(error) = self
-            .halted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
-            return Err(error);
-        }
+        self.still_open()?;
         Ok(lock(&self.mock).configure(session))
     }
 
     async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
-        if let Some(error) = self
-            .halted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
-            return Err(error);
-        }
+        self.still_open()?;
         let outcome = lock(&self.mock).handle(&call.tool, &call.params);
         let envelope = match (outcome.envelope, outcome.wire_fault) {
             (Some(envelope), None) => envelope,
+            // A hung kernel never answers, not even a cancel: the wait ends at the deadline,
+            // or after the cancel's grace.
             (_, Some(Fault::Hang)) | (None, _) => {
-                let (cancel, cancelled) = oneshot::channel();
-                self.hanging
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(call.id, cancel);
-                let waited = tokio::select! {
-                    _ = tokio::time::sleep(call.deadline) => call.deadline,
-                    _ = cancelled => Duration::ZERO,
-                };
-                self.hanging
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&call.id);
-                return Err(TransportError::Deadline(waited));
+                return Err(tokio::select! {
+                    () = tokio::time::sleep(call.deadline) => TransportError::Deadline(call.deadline),
+                    () = async {
+                        call.cancel.cancelled().await;
+                        tokio::time::sleep(crate::transport::CANCEL_GRACE).await;
+                    } => TransportError::Cancelled,
+                });
             }
             (Some(_), Some(Fault::Drop)) => {
                 return Err(TransportError::ConnectionLost(
@@ -124,11 +105,7 @@ impl Transport for MockTransport {
                 ));
             }
             (Some(envelope), Some(Fault::Malformed)) => {
-                let line = Frame::Result {
-                    id: call.id,
-                    envelope,
-                }
-                .to_line();
+                let line = Frame::Result { id: 1, envelope }.to_line();
                 let torn = &line[..line.len() / 2];
                 let error = match Frame::parse(torn) {
                     Err(e) => {
@@ -140,7 +117,7 @@ impl Transport for MockTransport {
             }
             (Some(envelope), Some(Fault::SlowDrip { bytes, every_ms })) => {
                 let len = Frame::Result {
-                    id: call.id,
+                    id: 1,
                     envelope: envelope.clone(),
                 }
                 .to_line()
@@ -156,29 +133,7 @@ impl Transport for MockTransport {
             }
             (Some(envelope), Some(_)) => envelope,
         };
-        // The mock seals its own snapshots; sealing is idempotent.
-        Ok(match envelope {
-            Envelope::Ok(mut result)
-                if call.tool == SNAPSHOT_TOOL && result.get("fingerprint").is_none() =>
-            {
-                seal(&mut result);
-                Envelope::Ok(result)
-            }
-            other => other,
-        })
-    }
-
-    async fn cancel(&self, id: u64) -> Result<(), TransportError> {
-        // Mock calls complete at once; only a call hanging in an injected fault can be cancelled.
-        if let Some(cancel) = self
-            .hanging
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id)
-        {
-            let _ = cancel.send(());
-        }
-        Ok(())
+        Ok(envelope)
     }
 
     async fn close(&self) -> Result<(), TransportError> {

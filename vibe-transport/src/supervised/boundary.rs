@@ -13,7 +13,11 @@ use crate::transport::CodeBoundary;
 #[async_trait]
 impl CodeBoundary for SupervisedKernel {
     async fn inventory(&self) -> Result<serde_json::Value, TransportError> {
-        let answer = self.current().inventory(RESTORE_DEADLINE).await?;
+        let answer = self
+            .current()
+            .connection()
+            .inventory(RESTORE_DEADLINE)
+            .await?;
         match answer {
             Envelope::Ok(result) => Ok(result),
             Envelope::Err(error) => Err(TransportError::Protocol(format!(
@@ -39,11 +43,11 @@ impl CodeBoundary for SupervisedKernel {
         let fresh = self
             .fresh(&last)
             .await
-            .map_err(TransportError::ConnectionLost)?;
+            .map_err(|why| TransportError::ConnectionLost(why.into()))?;
         old.kill();
         self.restore_last_good(&fresh, &mut last)
             .await
-            .map_err(TransportError::ConnectionLost)?;
+            .map_err(|why| TransportError::ConnectionLost(why.into()))?;
         self.swap(seen, fresh);
         drop(pending);
         Ok(())

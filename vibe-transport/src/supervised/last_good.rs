@@ -57,6 +57,7 @@ impl SupervisedKernel {
         last.taken += 1;
         let written = self.exchange_path(kernel, &format!("save-{}.blend", last.taken));
         let answer = kernel
+            .connection()
             .checkpoint(&written.to_string_lossy(), deadline)
             .await
             .map_err(|e| e.to_string())?;
@@ -118,6 +119,7 @@ impl SupervisedKernel {
             None => None,
         };
         let answer = kernel
+            .connection()
             .restore(&scene.to_string_lossy(), carry.clone(), RESTORE_DEADLINE)
             .await
             .map_err(|e| format!("restore: {e}"));
@@ -147,8 +149,8 @@ impl SupervisedKernel {
         last.transaction = last.checkpoint_tx.clone();
         let journal = last.journal.clone();
         for call in &journal {
-            let mut again = call.clone();
-            again.id = kernel.next_id();
+            // A fresh call: the original's cancel token is not the replay's.
+            let again = Call::new(call.tool.clone(), call.params.clone(), call.deadline);
             let result = match kernel.call(again).await {
                 Ok(Envelope::Ok(result)) => result,
                 Ok(Envelope::Err(error)) => {

@@ -7,7 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use vibe_transport::{TcpOptions, TcpTransport, write_kernel};
+use serde_json::Value;
+use vibe_transport::{Call, TcpOptions, TcpTransport, Transport, write_kernel};
+
+mod blender;
+pub mod session;
+pub use blender::headless_script;
 
 /// Live tests are `#[ignore = "needs VIBE_LIVE"]`; run with `--include-ignored` they need it.
 pub fn live(what: &str) {
@@ -55,6 +60,16 @@ pub async fn connect_when_listening(port: u16, token: &str, tries: u32) -> Optio
     None
 }
 
+/// `tool` with `params` through `t` within `deadline`, as the envelope's JSON; a transport error
+/// fails the test.
+pub async fn call_json(t: &TcpTransport, tool: &str, params: Value, deadline: Duration) -> Value {
+    let envelope = t
+        .call(Call::new(tool, params, deadline))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    serde_json::to_value(&envelope).unwrap()
+}
+
 /// Kills a process group (the GUI Blender and its xvfb-run wrapper) without unsafe code.
 pub fn kill_group(pgid: u32) {
     let _ = Command::new("kill")
@@ -82,25 +97,34 @@ impl Drop for ListeningBlender {
 
 /// `blender -b` running the kernel on TCP (`once`: it exits after its first session).
 pub fn headless_tcp(blender: &Path, work: &Path, token: &str, once: bool) -> ListeningBlender {
+    headless_tcp_with(blender, work, token, once, &[])
+}
+
+/// [`headless_tcp`] with `env` set.
+pub fn headless_tcp_with(
+    blender: &Path,
+    work: &Path,
+    token: &str,
+    once: bool,
+    env: &[(&str, &str)],
+) -> ListeningBlender {
     std::fs::create_dir_all(work).unwrap();
     let script = write_kernel(work).unwrap();
     let token_file = work.join("token");
     std::fs::write(&token_file, token).unwrap();
     let port = free_port();
-    let mut command = Command::new(blender);
+    let mut command = headless_script(blender, &script);
     command
-        .args([
-            "-b",
-            "--factory-startup",
-            "--python-exit-code",
-            "1",
-            "--python",
-        ])
-        .arg(&script)
         .args(["--", "--tcp", &format!("127.0.0.1:{port}"), "--token-file"])
         .arg(&token_file);
     if once {
         command.arg("--once");
+    }
+    // Blender's temp folder and the kernel's go in `work`, which the test removes: a Blender
+    // killed when the test ends leaves nothing in the system's temp folder.
+    command.env("TMPDIR", work);
+    for (name, value) in env {
+        command.env(name, value);
     }
     let child = command
         .stdout(Stdio::null())
@@ -167,6 +191,8 @@ pub fn gui_addon_with(
         command.arg("--python").arg(script);
     }
     let log = std::fs::File::create(work.join("blender-gui.log")).unwrap();
+    // xvfb-run's, Blender's and the kernel's temp folders go in `work` (see `headless_tcp_with`).
+    command.env("TMPDIR", work);
     for (name, value) in env {
         command.env(name, value);
     }

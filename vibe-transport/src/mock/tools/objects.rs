@@ -5,12 +5,13 @@
 //! actuator lock's rules are in `lock.rs`.
 
 use serde_json::{Value, json};
-use vibe_errors::{ErrorBody, ErrorCode};
+use vibe_errors::{ErrorBody, ErrorCode, Reason};
 
 use super::{ToolResult, check_name, f32s, invalid, not_found, opt_f64, opt_str, opt_vec, req_str};
 use crate::mock::MockBlender;
 use crate::mock::scene::{
     Collection, MASTER_COLLECTION, Object, ObjectData, ObjectType, primitive_counts,
+    primitive_extent,
 };
 
 impl MockBlender {
@@ -33,7 +34,7 @@ impl MockBlender {
                     "name",
                     format!("collection {name:?} exists under another parent"),
                 )
-                .with_detail("reason", "name_taken"));
+                .with_reason(Reason::NameTaken));
             }
             return Ok(json!({"name": name, "parent": parent, "created": false}));
         }
@@ -58,7 +59,14 @@ impl MockBlender {
         }
     }
 
-    fn new_object(&mut self, params: &Value, kind: ObjectType, data: ObjectData) -> ToolResult {
+    /// Creates the object; `mesh_extent` is its mesh's size (zeros for other types).
+    fn new_object(
+        &mut self,
+        params: &Value,
+        kind: ObjectType,
+        data: ObjectData,
+        mesh_extent: [f64; 3],
+    ) -> ToolResult {
         let name = req_str(params, "name")?;
         check_name("name", name)?;
         if self.scene.objects.contains_key(name) {
@@ -66,7 +74,7 @@ impl MockBlender {
                 "name",
                 format!("an object named {name:?} exists; choose another name"),
             )
-            .with_detail("reason", "name_taken"));
+            .with_reason(Reason::NameTaken));
         }
         let collection = self.target_collection(params)?;
         let location = opt_vec::<3>(params, "location")?;
@@ -75,6 +83,7 @@ impl MockBlender {
         let uid = self.scene.next_uid;
         self.scene.next_uid += 1;
         let mut object = Object::new(uid, name, kind, data, &collection);
+        object.mesh_extent = mesh_extent;
         if let Some(l) = location {
             object.location = f32s(l);
         }
@@ -100,9 +109,10 @@ impl MockBlender {
         if light_type.is_some() && kind != "LIGHT" {
             return Err(invalid("light_type", "`light_type` applies to LIGHT only"));
         }
-        let (kind, data) = match kind {
-            "EMPTY" => (ObjectType::Empty, ObjectData::Empty),
-            "CAMERA" => (ObjectType::Camera, ObjectData::Camera),
+        let no_mesh = [0.0; 3];
+        let (kind, data, extent) = match kind {
+            "EMPTY" => (ObjectType::Empty, ObjectData::Empty, no_mesh),
+            "CAMERA" => (ObjectType::Camera, ObjectData::Camera, no_mesh),
             "LIGHT" => {
                 let lt = light_type.unwrap_or("POINT");
                 if !["POINT", "SUN", "SPOT", "AREA"].contains(&lt) {
@@ -111,29 +121,31 @@ impl MockBlender {
                         "`light_type` must be POINT, SUN, SPOT or AREA",
                     ));
                 }
-                (ObjectType::Light, ObjectData::Light(lt.to_owned()))
+                (ObjectType::Light, ObjectData::Light(lt.to_owned()), no_mesh)
             }
             "MESH" => {
                 let p =
                     primitive.ok_or_else(|| invalid("primitive", "a MESH needs a `primitive`"))?;
-                let counts = primitive_counts(p)
-                    .ok_or_else(|| invalid("primitive", format!("unknown primitive {p:?}")))?;
-                (ObjectType::Mesh, ObjectData::Mesh(counts))
+                let unknown = || invalid("primitive", format!("unknown primitive {p:?}"));
+                let counts = primitive_counts(p).ok_or_else(unknown)?;
+                // The kernel makes every primitive of `object.create` 2 across.
+                let extent = primitive_extent(p, 2.0).ok_or_else(unknown)?;
+                (ObjectType::Mesh, ObjectData::Mesh(counts), extent)
             }
             other => return Err(invalid("type", format!("unknown object type {other:?}"))),
         };
-        self.new_object(params, kind, data)
+        self.new_object(params, kind, data, extent)
     }
 
     pub(super) fn create_primitive(&mut self, params: &Value, primitive: &str) -> ToolResult {
-        if let Some(size) = opt_f64(params, "size")?
-            && !(size > 0.0 && size <= 1.0e4)
-        {
+        let size = opt_f64(params, "size")?.unwrap_or(2.0);
+        if !(size > 0.0 && size <= 1.0e4) {
             return Err(invalid("size", "`size` must be in (0, 10000]"));
         }
-        let counts = primitive_counts(primitive)
-            .ok_or_else(|| ErrorBody::new(ErrorCode::InternalError, "unknown primitive"))?;
-        self.new_object(params, ObjectType::Mesh, ObjectData::Mesh(counts))
+        let unknown = || ErrorBody::new(ErrorCode::InternalError, "unknown primitive");
+        let counts = primitive_counts(primitive).ok_or_else(unknown)?;
+        let extent = primitive_extent(primitive, size).ok_or_else(unknown)?;
+        self.new_object(params, ObjectType::Mesh, ObjectData::Mesh(counts), extent)
     }
 
     pub(super) fn object_move(&mut self, params: &Value) -> ToolResult {
@@ -197,7 +209,7 @@ impl MockBlender {
                 "new_name",
                 format!("an object named {wanted:?} exists; choose another name"),
             )
-            .with_detail("reason", "name_taken"));
+            .with_reason(Reason::NameTaken));
         }
         let actual = wanted.to_owned();
         self.scene.rename_object(&name, &actual);
@@ -272,7 +284,7 @@ impl MockBlender {
                 "parent",
                 format!("parenting {name:?} to {p:?} would make a cycle"),
             )
-            .with_detail("reason", "cycle"));
+            .with_reason(Reason::Cycle));
         }
         if let Some(object) = self.scene.objects.get_mut(&name) {
             object.parent = parent;

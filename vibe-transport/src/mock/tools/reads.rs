@@ -12,7 +12,7 @@ use super::{
 };
 use crate::mock::MockBlender;
 use crate::mock::scene::{Collection, Object, ObjectType};
-use crate::snapshot::{SNAPSHOT_VERSION, seal};
+use crate::snapshot::SNAPSHOT_VERSION;
 
 impl MockBlender {
     pub(super) fn kernel_status(&self) -> Value {
@@ -27,7 +27,7 @@ impl MockBlender {
 
     pub(in crate::mock) fn snapshot(&self) -> Value {
         let objects: Vec<Value> = self.scene.objects.values().map(object_json).collect();
-        let mut snapshot = json!({
+        let snapshot = json!({
             "snapshot_version": SNAPSHOT_VERSION,
             "scene": self.scene.name,
             "blender_version": self.version.to_string(),
@@ -35,7 +35,6 @@ impl MockBlender {
             "collections": self.collections_json(),
             "materials": self.materials_json(),
         });
-        seal(&mut snapshot);
         snapshot
     }
 

@@ -1,0 +1,224 @@
+//! The one stream transport: [`Connection`] over any byte stream is a [`Transport`], numbers
+//! its own requests, and cancels by the call's token.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio_util::codec::FramedRead;
+use vibe_errors::{Envelope, ErrorBody, ErrorCode};
+use vibe_transport::serve::{ServeOptions, serve_mock};
+use vibe_transport::{
+    CANCEL_GRACE, Call, CancellationToken, Connection, DEFAULT_MAX_FRAME_BYTES, Frame,
+    HandshakeOptions, LineCodec, MockBlender, Transport, TransportError,
+};
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_unix_socket_is_a_transport_like_any_stream() {
+    let (bridge, kernel) = tokio::net::UnixStream::pair().unwrap();
+    let mock = Arc::new(Mutex::new(MockBlender::new()));
+    tokio::spawn(async move {
+        let (r, w) = kernel.into_split();
+        let _ = serve_mock(r, w, mock, ServeOptions::default()).await;
+    });
+    let (r, w) = bridge.into_split();
+    let connection = Connection::establish(r, w, HandshakeOptions::default())
+        .await
+        .unwrap();
+    let transport: &dyn Transport = &connection;
+    let info = transport
+        .call(Call::new("object.info", json!({"name": "Cube"}), DEADLINE))
+        .await
+        .unwrap();
+    assert_eq!(info.result().unwrap()["type"], "MESH");
+    let moved = transport
+        .call_batch(vec![
+            Call::new(
+                "object.move",
+                json!({"name": "Cube", "delta": [1, 2, 3]}),
+                DEADLINE,
+            ),
+            Call::new("object.info", json!({"name": "Cube"}), DEADLINE),
+        ])
+        .await;
+    assert_eq!(
+        moved[1].as_ref().unwrap().result().unwrap()["location"],
+        json!([1.0, 2.0, 3.0])
+    );
+    transport.close().await.unwrap();
+    let after = transport
+        .call(Call::new("object.info", json!({"name": "Cube"}), DEADLINE))
+        .await;
+    assert!(matches!(after, Err(TransportError::Closed(_))), "{after:?}");
+}
+
+/// What the fake kernel below does with a cancel.
+#[derive(Clone, Copy)]
+enum OnCancel {
+    /// Answers the cancelled call `timeout` with `details.cancelled`, as the Python kernel does.
+    Answer,
+    /// Ignores it, as a kernel busy in C code does.
+    Ignore,
+}
+
+/// A kernel that answers every call with its own request id, except `slow`, which it never
+/// answers by itself. It records the ids it saw, in order.
+async fn fake_kernel<R, W>(
+    reader: R,
+    mut writer: W,
+    on_cancel: OnCancel,
+    seen: Arc<Mutex<Vec<u64>>>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let hello = Frame::Hello(Box::new(MockBlender::new().hello()));
+    writer.write_all(&hello.to_line()).await.unwrap();
+    writer.flush().await.unwrap();
+    let mut frames = FramedRead::new(reader, LineCodec::new(DEFAULT_MAX_FRAME_BYTES));
+    while let Some(Ok(line)) = frames.next().await {
+        let answer = match Frame::parse(&line) {
+            Ok(Frame::Call { id, tool, .. }) => {
+                seen.lock().unwrap().push(id);
+                if tool == "slow" {
+                    continue;
+                }
+                Frame::Result {
+                    id,
+                    envelope: Envelope::Ok(json!({ "id": id })),
+                }
+            }
+            Ok(Frame::Cancel { id }) => match on_cancel {
+                OnCancel::Ignore => continue,
+                OnCancel::Answer => Frame::Result {
+                    id,
+                    envelope: Envelope::Err(
+                        ErrorBody::new(ErrorCode::Timeout, "slow was cancelled")
+                            .with_detail("cancelled", true),
+                    ),
+                },
+            },
+            _ => break,
+        };
+        writer.write_all(&answer.to_line()).await.unwrap();
+        writer.flush().await.unwrap();
+    }
+}
+
+async fn connect(on_cancel: OnCancel) -> (Connection, Arc<Mutex<Vec<u64>>>) {
+    let (bridge, kernel) = tokio::io::duplex(64 * 1024);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (r, w) = tokio::io::split(kernel);
+    tokio::spawn(fake_kernel(r, w, on_cancel, Arc::clone(&seen)));
+    let (r, w) = tokio::io::split(bridge);
+    let connection = Connection::establish(r, w, HandshakeOptions::default())
+        .await
+        .unwrap();
+    (connection, seen)
+}
+
+#[tokio::test]
+async fn the_transport_numbers_its_requests_and_matches_each_answer() {
+    let (connection, seen) = connect(OnCancel::Answer).await;
+    let calls = (0..40).map(|_| connection.call(Call::new("object.info", json!({}), DEADLINE)));
+    let answers = futures::future::join_all(calls).await;
+    let mut ids: Vec<u64> = answers
+        .iter()
+        .map(|a| {
+            a.as_ref().unwrap().result().unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    // Each caller got the answer to its own request, and no two requests shared an id.
+    let mut sent = seen.lock().unwrap().clone();
+    sent.sort_unstable();
+    ids.sort_unstable();
+    assert_eq!(ids, sent);
+    ids.dedup();
+    assert_eq!(ids.len(), 40);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_the_kernel_answers_is_answered_by_the_kernel() {
+    let (connection, _) = connect(OnCancel::Answer).await;
+    let token = CancellationToken::new();
+    let call = Call::new("slow", json!({}), DEADLINE).cancelled_by(token.clone());
+    let started = tokio::time::Instant::now();
+    let (answer, ()) = tokio::join!(connection.call(call), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        token.cancel();
+    });
+    let error = answer.unwrap().error().cloned().unwrap();
+    assert_eq!(error.code, ErrorCode::Timeout);
+    assert_eq!(error.details["cancelled"], true);
+    // The kernel's answer came at once: no grace was spent.
+    assert_eq!(started.elapsed(), Duration::from_millis(300));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_the_kernel_ignores_fails_after_the_grace() {
+    let (connection, _) = connect(OnCancel::Ignore).await;
+    let token = CancellationToken::new();
+    let call = Call::new("slow", json!({}), DEADLINE).cancelled_by(token.clone());
+    let started = tokio::time::Instant::now();
+    let (answer, ()) = tokio::join!(connection.call(call), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        token.cancel();
+    });
+    assert!(
+        matches!(answer, Err(TransportError::Cancelled)),
+        "{answer:?}"
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(300) + CANCEL_GRACE);
+    // The connection goes on: a late answer would be discarded, the next call is answered.
+    let next = connection
+        .call(Call::new("object.info", json!({}), DEADLINE))
+        .await
+        .unwrap();
+    assert!(next.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_never_waits_past_the_deadline() {
+    let (connection, _) = connect(OnCancel::Ignore).await;
+    let token = CancellationToken::new();
+    let deadline = Duration::from_millis(500);
+    let call = Call::new("slow", json!({}), deadline).cancelled_by(token.clone());
+    let started = tokio::time::Instant::now();
+    let (answer, ()) = tokio::join!(connection.call(call), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        token.cancel();
+    });
+    assert!(
+        matches!(answer, Err(TransportError::Deadline(d)) if d == deadline),
+        "{answer:?}"
+    );
+    assert_eq!(started.elapsed(), deadline);
+}
+
+/// A refused connection keeps its I/O error as the error's source, not only as text.
+#[tokio::test]
+async fn a_refused_connection_keeps_its_io_error_as_the_source() {
+    // A port nobody listens on: bind, note it, close.
+    let addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let error = vibe_transport::TcpTransport::connect(vibe_transport::TcpOptions::new(addr))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, TransportError::Connect(_)), "{error}");
+    let cause = std::error::Error::source(&error).expect("a cause");
+    let io = cause
+        .source()
+        .and_then(|e| e.downcast_ref::<std::io::Error>())
+        .expect("the io error under the cause");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert!(error.to_string().contains(&addr.to_string()), "{error}");
+}
