@@ -239,14 +239,9 @@ fn live(c: &mut Criterion) {
     let rt = runtime();
     let mut baseline = InProcess::start(&python);
     let transport = rt.block_on(kernel(&python));
-    let session = SessionConfig {
-        session_id: "bench".into(),
-        capabilities: CAPABILITIES.map(String::from).into(),
-        sanity: Default::default(),
-        sandbox: None,
-        project_roots: Vec::new(),
-        time_per_tool_ms: 120_000,
-    };
+    let session = SessionConfig::new("bench")
+        .capabilities(CAPABILITIES)
+        .time_per_tool_ms(120_000);
     rt.block_on(transport.configure(&session)).unwrap();
     let audit_dir = tempfile::tempdir().unwrap();
     let (sink, head, _) =

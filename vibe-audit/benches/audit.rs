@@ -84,9 +84,10 @@ fn append(c: &mut Criterion) {
         let _ = std::fs::remove_file(&path);
         let mut log = AuditLog::open_file(
             &path,
-            FileOptions {
-                durability,
-                ..FileOptions::default()
+            {
+                let mut options = FileOptions::default();
+                options.durability = durability;
+                options
             },
             Redactor::default(),
         )

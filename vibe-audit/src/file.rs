@@ -27,6 +27,7 @@ pub enum Durability {
 
 /// File sink settings.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct FileOptions {
     /// Durability.
     pub durability: Durability,

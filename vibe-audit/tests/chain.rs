@@ -322,11 +322,9 @@ fn rotated_files(path: &Path) -> Vec<PathBuf> {
 #[test]
 fn rotation_continues_the_chain_across_files() {
     let (_dir, path) = log_file("rotate");
-    let options = FileOptions {
-        rotate_bytes: Some(4 * 1024),
-        durability: Durability::FsyncPerBatch,
-        ..FileOptions::default()
-    };
+    let mut options = FileOptions::default();
+    options.rotate_bytes = Some(4 * 1024);
+    options.durability = Durability::FsyncPerBatch;
     let mut log = AuditLog::open_file(&path, options.clone(), Redactor::default()).unwrap();
     append_calls(&mut log, 0, 60);
     drop(log);

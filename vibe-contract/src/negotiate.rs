@@ -200,7 +200,7 @@ impl Agreement {
             format!("tool {name:?} is not in the agreed registry"),
         )
         .with_detail("tool", name)
-        .with_detail("rule", "tool_not_agreed"))
+        .with_rule(vibe_errors::Rule::ToolNotAgreed))
     }
 
     /// The name of the first agreed tool that `is` (the registry's order): how the bridge finds

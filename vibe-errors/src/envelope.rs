@@ -327,7 +327,9 @@ impl ErrorBody {
     }
 
     /// An error for a taxonomy reason: the code, class, retryability and recovery come from the
-    /// taxonomy row. A reason without a row ([`Reason::Other`]) needs [`ErrorBody::with_reason`].
+    /// taxonomy row. A reason without a row (the [`Reason::DETAIL`] reasons, [`Reason::Other`])
+    /// has no code of its own: use [`ErrorBody::new`] with the code, then
+    /// [`ErrorBody::with_reason`].
     pub fn from_reason(reason: Reason, message: impl AsRef<str>) -> ErrorBody {
         let code = reason
             .entry()
@@ -398,6 +400,18 @@ impl ErrorBody {
     /// The taxonomy reason, if `details.reason` is set.
     pub fn reason(&self) -> Option<Reason> {
         self.details.get("reason")?.as_str().map(Reason::parse)
+    }
+
+    /// Sets `details.rule`: which rule of a guard refused.
+    pub fn with_rule(mut self, rule: crate::Rule) -> ErrorBody {
+        self.details
+            .insert("rule".into(), Value::String(rule.as_str().to_owned()));
+        self
+    }
+
+    /// The rule, if `details.rule` is set.
+    pub fn rule(&self) -> Option<crate::Rule> {
+        self.details.get("rule")?.as_str().map(crate::Rule::parse)
     }
 
     /// The failure class from `details.class`, else the code's default.

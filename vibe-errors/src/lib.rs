@@ -74,6 +74,7 @@ mod determinism;
 mod envelope;
 mod image;
 mod mcp;
+mod rule;
 mod sanitize;
 mod schema;
 mod taxonomy;
@@ -82,6 +83,7 @@ pub use code::ErrorCode;
 pub use determinism::Determinism;
 pub use envelope::{Envelope, EnvelopeParseError, ErrorBody, META_KEY, Meta, RawText};
 pub use image::{Image, MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, take_image_data};
+pub use rule::Rule;
 pub use sanitize::{EMPTY_MESSAGE, MAX_MESSAGE_CHARS, contains_frame, sanitize_message};
 pub use schema::{envelope_schema, envelope_schema_text};
 pub use taxonomy::{

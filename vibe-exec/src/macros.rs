@@ -41,7 +41,7 @@ impl Pipeline {
                         ErrorCode::ContractViolation,
                         format!("macro {name:?} is not in the agreed macro registry"),
                     )
-                    .with_detail("rule", "macro_not_agreed"),
+                    .with_rule(vibe_errors::Rule::MacroNotAgreed),
                 )
             })?;
         let Value::Object(inputs) = inputs else {

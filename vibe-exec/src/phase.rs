@@ -51,7 +51,9 @@ pub struct CallContext {
     pub params: Value,
     /// The call's deadline.
     pub deadline: Duration,
-    /// The answer, once a stage produced one (a refusal, or the kernel's envelope).
+    /// The answer, once a stage produced one (a refusal, or the kernel's envelope as it came:
+    /// the return phase's `seal` stage seals a snapshot and completes an error's guidance, so
+    /// stages before it see the kernel's own data).
     pub answer: Option<Envelope>,
     /// Extra information for the answer's `_meta`.
     pub meta: Meta,

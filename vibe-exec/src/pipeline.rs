@@ -260,20 +260,19 @@ impl PipelineBuilder {
         {
             return Err(PipelineError::MemoryCeiling { agreed, kernel });
         }
-        let config = SessionConfig {
-            session_id: contract.session_id.clone(),
-            capabilities: contract.capabilities.granted.clone(),
-            sanity: contract.constraints.sanity.clone(),
-            sandbox: self
-                .sandbox
-                .as_ref()
-                .map(|s| s.root().display().to_string()),
-            project_roots: self
-                .project_roots
-                .iter()
-                .map(|r| r.root().display().to_string())
-                .collect(),
-            time_per_tool_ms: contract.constraints.time_per_tool_ms,
+        let config = SessionConfig::new(contract.session_id.clone())
+            .capabilities(contract.capabilities.granted.iter().cloned())
+            .sanity(contract.constraints.sanity.clone())
+            .project_roots(
+                self.project_roots
+                    .iter()
+                    .map(|r| r.root().display().to_string()),
+            )
+            .time_per_tool_ms(contract.constraints.time_per_tool_ms)
+            .max_concurrent_calls(contract.limits.max_concurrent_calls);
+        let config = match &self.sandbox {
+            Some(sandbox) => config.sandbox(sandbox.root().display().to_string()),
+            None => config,
         };
         if let Envelope::Err(error) = self.transport.configure(&config).await? {
             return Err(PipelineError::ConfigureRefused(error));

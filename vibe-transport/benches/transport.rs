@@ -24,8 +24,7 @@ use tokio_util::codec::Decoder;
 use vibe_errors::Envelope;
 use vibe_transport::serve::{ServeOptions, serve_mock};
 use vibe_transport::{
-    Call, Frame, HandshakeOptions, LineCodec, MockBlender, MockTransport, TcpOptions, TcpTransport,
-    Transport,
+    Call, Frame, LineCodec, MockBlender, MockTransport, TcpOptions, TcpTransport, Transport,
 };
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -107,10 +106,7 @@ fn tcp(c: &mut Criterion) {
     let (transport, mut raw, request, response) = rt.block_on(async {
         let addr = fake_kernel().await;
         let mut options = TcpOptions::new(addr);
-        options.handshake = HandshakeOptions {
-            max_concurrent_calls: 1024,
-            ..HandshakeOptions::default()
-        };
+        options.handshake.max_concurrent_calls = 1024;
         let transport = TcpTransport::connect(options).await.unwrap();
         // The same bytes a small call puts on the wire, and its answer.
         let request = Frame::Call {

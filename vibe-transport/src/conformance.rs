@@ -383,14 +383,10 @@ async fn configure(
             scenario.name
         ));
     }
-    let session = SessionConfig {
-        session_id: format!("conformance-{}", scenario.name),
-        capabilities,
-        sanity: vibe_contract::SanityLimits::default(),
-        sandbox: sandbox.map(Sandbox::path),
-        project_roots: Vec::new(),
-        time_per_tool_ms: deadline.as_millis().try_into().unwrap_or(u64::MAX),
-    };
+    let mut session = SessionConfig::new(format!("conformance-{}", scenario.name))
+        .capabilities(capabilities)
+        .time_per_tool_ms(deadline.as_millis().try_into().unwrap_or(u64::MAX));
+    session.sandbox = sandbox.map(Sandbox::path);
     let answer = transport
         .configure(&session)
         .await

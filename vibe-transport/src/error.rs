@@ -40,6 +40,9 @@ pub enum TransportError {
     /// (it may have run in part).
     #[error("cancelled by the caller; the kernel was asked to stop the call")]
     Cancelled,
+    /// The caller cancelled the call before it was sent: it did not run.
+    #[error("cancelled by the caller before the call was sent; it did not run")]
+    CancelledUnsent,
     /// The call's deadline passed before its answer arrived.
     #[error("no answer within {0:?}")]
     Deadline(Duration),
@@ -247,6 +250,9 @@ impl TransportError {
                     "partial_effects",
                     "unknown: the kernel may have started the call",
                 ),
+            TransportError::CancelledUnsent => ErrorBody::new(ErrorCode::Timeout, message)
+                .with_detail("cancelled", true)
+                .with_detail("partial_effects", "none: the call never started"),
             TransportError::QueueTimeout(_) => ErrorBody::new(ErrorCode::Timeout, message)
                 .with_detail("cancelled", true)
                 .with_detail("partial_effects", "none: the call was never sent"),
@@ -286,6 +292,7 @@ impl TransportError {
             TransportError::Protocol(_) => "protocol",
             TransportError::Deadline(_) => "deadline",
             TransportError::Cancelled => "cancelled",
+            TransportError::CancelledUnsent => "cancelled_unsent",
             TransportError::ConnectionLost(_) => "connection_lost",
             TransportError::Closed(_) => "closed",
             TransportError::QueueTimeout(_) => "queue_timeout",

@@ -54,8 +54,10 @@ pub struct BatchedCall {
     pub deadline_ms: u64,
 }
 
-/// Per-session settings the bridge sends after the handshake (`configure`).
+/// Per-session settings the bridge sends after the handshake (`configure`). Built with
+/// [`SessionConfig::new`] and its setters; the fields stay readable.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SessionConfig {
     /// The contract's session id.
     pub session_id: String,
@@ -72,6 +74,11 @@ pub struct SessionConfig {
     pub project_roots: Vec<String>,
     /// The deadline of one call, in milliseconds, when a call frame gives none.
     pub time_per_tool_ms: u64,
+    /// The contract's bound on calls in flight: a stream transport holds its call slots to it
+    /// from this `configure` on (the pipeline's own bound is the same number). `None` keeps the
+    /// transport's bound ([`HandshakeOptions::max_concurrent_calls`](crate::HandshakeOptions)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_calls: Option<u32>,
 }
 
 impl SessionConfig {
@@ -85,6 +92,7 @@ impl SessionConfig {
             sandbox: None,
             project_roots: Vec::new(),
             time_per_tool_ms: 15_000,
+            max_concurrent_calls: None,
         }
     }
 
@@ -121,6 +129,12 @@ impl SessionConfig {
     /// The deadline of one call, in milliseconds.
     pub fn time_per_tool_ms(mut self, ms: u64) -> SessionConfig {
         self.time_per_tool_ms = ms;
+        self
+    }
+
+    /// The bound on calls in flight (the contract's `max_concurrent_calls`).
+    pub fn max_concurrent_calls(mut self, bound: u32) -> SessionConfig {
+        self.max_concurrent_calls = Some(bound);
         self
     }
 

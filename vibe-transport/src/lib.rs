@@ -110,7 +110,6 @@ pub use error::{Cause, EXIT_CONSOLE_LINES, ExitReport, TransportError};
 pub use frame::{
     Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig, TransactionCarry,
 };
-pub use rng::SplitMix64;
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{CANCEL_GRACE, Call, CodeBoundary, Transport};
 

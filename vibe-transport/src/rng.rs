@@ -2,11 +2,11 @@
 
 /// A small, well-known PRNG (SplitMix64): reproducible across platforms, no dependency.
 #[derive(Clone, Debug)]
-pub struct SplitMix64(pub u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -18,7 +18,7 @@ impl SplitMix64 {
 /// A value that differs between calls in one process (for unique temporary names and a mock
 /// kernel's instance id).
 #[cfg(any(feature = "stdio", feature = "tcp", feature = "mock"))]
-pub fn unique_suffix() -> u64 {
+pub(crate) fn unique_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()

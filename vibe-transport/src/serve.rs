@@ -18,6 +18,7 @@ use crate::mock::{Fault, MockBlender};
 
 /// How a served session behaves.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ServeOptions {
     /// The token a client must prove; none means no auth.
     pub token: Option<String>,

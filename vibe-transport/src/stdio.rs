@@ -30,6 +30,7 @@ pub const STDERR_LINES: usize = 1_000;
 
 /// How to start the child.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct StdioOptions {
     /// The program (a `blender` binary, or a Python with bpy).
     pub program: PathBuf,

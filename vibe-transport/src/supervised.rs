@@ -206,7 +206,7 @@ impl Transport for SupervisedKernel {
         let (shared, alone) = tokio::select! {
             biased;
             // Cancelled while it waited its turn: it never reached a kernel.
-            () = call.cancel.cancelled() => return Err(TransportError::Cancelled),
+            () = call.cancel.cancelled() => return Err(TransportError::CancelledUnsent),
             turn = tokio::time::timeout(call.deadline, queued) => match turn {
                 Ok(turn) => turn,
                 Err(_) => return Err(TransportError::QueueTimeout(call.deadline)),
@@ -226,6 +226,10 @@ impl Transport for SupervisedKernel {
                     sent: false,
                     ..report
                 })),
+                // Cancelled while the dead kernel was replaced: not sent again.
+                None if attempts > 0 && call.cancel.is_cancelled() => {
+                    Err(TransportError::CancelledUnsent)
+                }
                 None => kernel.call(call.clone()).await,
             };
             match answer {

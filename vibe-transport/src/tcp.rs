@@ -23,6 +23,7 @@ pub const DEFAULT_PORT: u16 = 9833;
 
 /// How to reach a kernel over TCP.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TcpOptions {
     /// The kernel's address (loopback by default).
     pub addr: SocketAddr,
@@ -251,7 +252,12 @@ impl Transport for TcpTransport {
     }
 
     async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
-        let connection = self.current(call.deadline).await?;
+        let connection = tokio::select! {
+            biased;
+            // Cancelled while a dropped connection is re-established: never sent.
+            () = call.cancel.cancelled() => return Err(TransportError::CancelledUnsent),
+            connection = self.current(call.deadline) => connection?,
+        };
         connection.call(call).await
     }
 

@@ -58,9 +58,10 @@ impl Call {
 ///   envelope could be had. It never waits past the call's deadline (plus scheduling jitter).
 /// * **Concurrency.** `call` takes `&self`: many calls may be in flight at once from many tasks.
 ///   Answers are matched by id, never by order. A transport may bound how many calls are in
-///   flight (TCP and stdio: `HandshakeOptions::max_concurrent_calls`, 8 by default; the
-///   pipeline above holds the contract's own `max_concurrent_calls`); calls over the bound
-///   wait in FIFO order, and the wait counts against their deadline.
+///   flight: a stream transport holds the contract's `max_concurrent_calls` from the session's
+///   `configure` on ([`SessionConfig::max_concurrent_calls`], which the pipeline sends; the
+///   pipeline holds the same number), and `HandshakeOptions::max_concurrent_calls` (8) before
+///   that. Calls over the bound wait in FIFO order, and the wait counts against their deadline.
 /// * **Cancelling.** When the call's [`Call::cancel`] token fires, the kernel is asked to stop
 ///   the call, and the wait goes on for up to [`CANCEL_GRACE`] (within the deadline) for the
 ///   kernel's answer; with none by then the call fails with [`TransportError::Cancelled`] and

@@ -47,9 +47,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use vibe_errors::Envelope;
 use vibe_transport::jail::Jail;
+#[path = "support/rng.rs"]
+mod rng;
+use proptest::prelude::Rng;
+use rng::seeded;
 use vibe_transport::{
-    Call, SessionConfig, SplitMix64, StdioOptions, StdioTransport, SupervisedKernel, Transport,
-    kernel_factory,
+    Call, SessionConfig, StdioOptions, StdioTransport, SupervisedKernel, Transport, kernel_factory,
 };
 
 /// The call deadline of every payload and follow-up.
@@ -325,22 +328,15 @@ fn jail(sandbox: &Path, gate_off: bool, memory: bool) -> Jail {
 }
 
 fn session(sandbox: &Path) -> SessionConfig {
-    SessionConfig {
-        session_id: "escape".into(),
-        capabilities: [
+    SessionConfig::new("escape")
+        .capabilities([
             "scene.read",
             "scene.write",
             "transactions",
             "code_exec",
             "file.write",
-        ]
-        .map(String::from)
-        .into(),
-        sanity: Default::default(),
-        sandbox: Some(sandbox.to_string_lossy().into_owned()),
-        project_roots: Vec::new(),
-        time_per_tool_ms: 15_000,
-    }
+        ])
+        .sandbox(sandbox.to_string_lossy())
 }
 
 async fn supervised(
@@ -596,7 +592,7 @@ fn random_secret(tag: &str) -> String {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
         ^ (u64::from(std::process::id()) << 32);
-    let mut rng = SplitMix64(seed ^ u64::from(blake3::hash(tag.as_bytes()).as_bytes()[0]));
+    let mut rng = seeded(seed ^ u64::from(blake3::hash(tag.as_bytes()).as_bytes()[0]));
     format!("{tag}{:016x}{:016x}", rng.next_u64(), rng.next_u64())
 }
 

@@ -13,11 +13,13 @@ use serde_json::{Value, json};
 use vibe_transport::conformance::normalize;
 use vibe_transport::snapshot::content_fingerprint;
 use vibe_transport::{
-    Call, MockBlender, MockTransport, SessionConfig, SplitMix64, StdioOptions, SupervisedKernel,
-    Transport, kernel_factory,
+    Call, MockBlender, MockTransport, SessionConfig, StdioOptions, SupervisedKernel, Transport,
+    kernel_factory,
 };
 
 mod support;
+use proptest::prelude::Rng;
+use support::rng::{TestRng, seeded};
 use support::{live, required};
 
 const CALLS: usize = 200;
@@ -39,17 +41,17 @@ const NAMES: [&str; 6] = ["A", "B", "C", "Cube", "Light", "Gone"];
 const COLLECTIONS: [&str; 3] = ["Collection", "Props", "Set"];
 const MATERIALS: [&str; 3] = ["Wood", "Steel", "Material"];
 
-fn pick<'a>(rng: &mut SplitMix64, items: &[&'a str]) -> &'a str {
+fn pick<'a>(rng: &mut TestRng, items: &[&'a str]) -> &'a str {
     items[(rng.next_u64() % items.len() as u64) as usize]
 }
 
-fn coord(rng: &mut SplitMix64) -> f64 {
+fn coord(rng: &mut TestRng) -> f64 {
     ((rng.next_u64() % 41) as f64 - 20.0) / 4.0
 }
 
 /// A random call over the registry's scene tools, valid or not (wrong names, taken names,
 /// transactions out of order): refusals must agree too.
-fn random_call(rng: &mut SplitMix64) -> (&'static str, Value) {
+fn random_call(rng: &mut TestRng) -> (&'static str, Value) {
     let name = pick(rng, &NAMES);
     match rng.next_u64() % 16 {
         0 | 1 => {
@@ -117,7 +119,7 @@ fn random_call(rng: &mut SplitMix64) -> (&'static str, Value) {
 }
 
 fn sequence(seed: u64) -> Vec<Step> {
-    let mut rng = SplitMix64(seed);
+    let mut rng = seeded(seed);
     (0..CALLS)
         .map(|_| match rng.next_u64() % 100 {
             0..=2 => Step::KillIdle,
@@ -135,15 +137,9 @@ fn sequence(seed: u64) -> Vec<Step> {
 }
 
 fn session() -> SessionConfig {
-    let capabilities = ["scene.read", "scene.write", "transactions"];
-    SessionConfig {
-        session_id: "faults".into(),
-        capabilities: capabilities.into_iter().map(String::from).collect(),
-        sanity: Default::default(),
-        sandbox: None,
-        project_roots: Vec::new(),
-        time_per_tool_ms: DEADLINE.as_millis() as u64,
-    }
+    SessionConfig::new("faults")
+        .capabilities(["scene.read", "scene.write", "transactions"])
+        .time_per_tool_ms(DEADLINE.as_millis() as u64)
 }
 
 fn sigkill(pid: Option<u32>) {
@@ -262,4 +258,62 @@ async fn live_random_calls_with_faults_end_where_the_mock_does() {
             "{counts:?}"
         );
     }
+}
+
+/// A cancel of a call queued behind a render is answered by the kernel at once (the call never
+/// starts), so the supervisor has no call to kill the kernel for: the render goes on and
+/// finishes, and no kernel is replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs VIBE_LIVE"]
+async fn live_a_cancel_of_a_call_queued_behind_a_render_spares_the_render() {
+    live("a cancel of a queued call on a supervised bpy kernel");
+    let python = required("VIBE_BPY_PYTHON");
+    let factory = kernel_factory(move || StdioOptions::bpy_python(&python));
+    let registry = vibe_contract::blender_core_v1().unwrap().tools;
+    let kernel = std::sync::Arc::new(SupervisedKernel::start(factory, registry).await.unwrap());
+    let sandbox = tempfile::tempdir().unwrap();
+    let session = SessionConfig::new("queued-cancel")
+        .capabilities(["scene.read", "scene.write", "file.write", "render"])
+        .sandbox(sandbox.path().canonicalize().unwrap().to_string_lossy())
+        .time_per_tool_ms(DEADLINE.as_millis() as u64);
+    assert!(kernel.configure(&session).await.unwrap().is_ok());
+
+    let rendering = std::sync::Arc::clone(&kernel);
+    let render = tokio::spawn(async move {
+        let params = json!({"path": "queued.png", "width": 640, "height": 480, "samples": 64});
+        rendering
+            .call(Call::new("render.still", params, DEADLINE))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let token = vibe_transport::CancellationToken::new();
+    let read = Call::new("scene.telemetry", json!({}), DEADLINE).cancelled_by(token.clone());
+    let started = std::time::Instant::now();
+    let (read, ()) = tokio::join!(kernel.call(read), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        token.cancel();
+    });
+    let read = read.unwrap();
+    let error = read
+        .error()
+        .expect("the queued read is answered as cancelled");
+    assert_eq!(
+        error.details["cancelled"],
+        true,
+        "{}",
+        read.to_json_string()
+    );
+    assert_eq!(
+        error.details["partial_effects"],
+        "none: the call never started"
+    );
+    assert!(
+        started.elapsed() < vibe_transport::CANCEL_GRACE,
+        "answered after {:?}",
+        started.elapsed()
+    );
+    let render = render.await.unwrap().unwrap();
+    assert!(render.is_ok(), "{}", render.to_json_string());
+    assert_eq!(kernel.replacements(), 0);
+    kernel.close().await.unwrap();
 }

@@ -12,13 +12,11 @@
 //! Opt-in like `live.rs`: `VIBE_LIVE=1` and `VIBE_BLENDER`; run with
 //! `cargo test -p vibe-transport --all-features --test live_gui_human -- --include-ignored --nocapture`.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use vibe_contract::SanityLimits;
 use vibe_transport::{SessionConfig, TcpTransport, Transport};
 
 mod support;
@@ -194,23 +192,15 @@ async fn scene(t: &TcpTransport) -> Value {
 }
 
 fn settings() -> SessionConfig {
-    SessionConfig {
-        session_id: "agent".into(),
-        capabilities: [
+    SessionConfig::new("agent")
+        .capabilities([
             "scene.read",
             "scene.write",
             "transactions",
             "file.read",
             "code_exec",
-        ]
-        .iter()
-        .map(|c| c.to_string())
-        .collect::<BTreeSet<_>>(),
-        sanity: SanityLimits::default(),
-        sandbox: None,
-        project_roots: Vec::new(),
-        time_per_tool_ms: CALL.as_millis() as u64,
-    }
+        ])
+        .time_per_tool_ms(CALL.as_millis() as u64)
 }
 
 #[tokio::test]

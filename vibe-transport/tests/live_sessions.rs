@@ -5,14 +5,12 @@
 //!
 //! Opt-in like `live.rs`: `VIBE_LIVE=1` and `VIBE_BLENDER`.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use vibe_contract::SanityLimits;
 use vibe_transport::{SessionConfig, TcpTransport, Transport};
 
 mod support;
@@ -24,17 +22,11 @@ const TOKEN: &str = "sessions-test-token";
 const CALL: Duration = Duration::from_secs(10);
 
 fn settings(id: &str, capabilities: &[&str], sandbox: Option<&std::path::Path>) -> SessionConfig {
-    SessionConfig {
-        session_id: id.into(),
-        capabilities: capabilities
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<BTreeSet<_>>(),
-        sanity: SanityLimits::default(),
-        sandbox: sandbox.map(|p| p.display().to_string()),
-        project_roots: Vec::new(),
-        time_per_tool_ms: CALL.as_millis() as u64,
-    }
+    let mut settings = SessionConfig::new(id)
+        .capabilities(capabilities.iter().copied())
+        .time_per_tool_ms(CALL.as_millis() as u64);
+    settings.sandbox = sandbox.map(|p| p.display().to_string());
+    settings
 }
 
 async fn call(t: &TcpTransport, tool: &str, params: Value) -> Value {

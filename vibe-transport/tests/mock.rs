@@ -146,17 +146,15 @@ fn busy_refuses_mutations_and_serves_reads() {
 #[test]
 fn sanity_limits_are_enforced_before_any_change() {
     let mut mock = MockBlender::new();
-    mock.configure(&SessionConfig {
-        session_id: "s".into(),
-        capabilities: ["scene.read", "scene.write"].map(String::from).into(),
-        sanity: SanityLimits {
-            max_polygons: 10_000,
-            ..SanityLimits::default()
-        },
-        sandbox: None,
-        project_roots: Vec::new(),
-        time_per_tool_ms: 1000,
-    });
+    mock.configure(
+        &SessionConfig::new("s")
+            .capabilities(["scene.read", "scene.write"])
+            .sanity(SanityLimits {
+                max_polygons: 10_000,
+                ..SanityLimits::default()
+            })
+            .time_per_tool_ms(1000),
+    );
     let before = fingerprint(&mut mock);
     let e = err(
         &mut mock,
@@ -764,22 +762,18 @@ fn configure(
     sandbox: Option<&str>,
     roots: &[&str],
 ) -> Envelope {
-    mock.configure(&SessionConfig {
-        session_id: session_id.into(),
-        capabilities: [
+    let mut session = SessionConfig::new(session_id)
+        .capabilities([
             "scene.read",
             "scene.write",
             "transactions",
             "file.read",
             "file.write",
-        ]
-        .map(String::from)
-        .into(),
-        sanity: SanityLimits::default(),
-        sandbox: sandbox.map(String::from),
-        project_roots: roots.iter().map(|r| r.to_string()).collect(),
-        time_per_tool_ms: 1000,
-    })
+        ])
+        .project_roots(roots.iter().copied())
+        .time_per_tool_ms(1000);
+    session.sandbox = sandbox.map(String::from);
+    mock.configure(&session)
 }
 
 #[test]

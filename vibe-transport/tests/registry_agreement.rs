@@ -85,14 +85,7 @@ fn the_mock_implements_every_registry_tool() {
             "render",
             "code_exec",
         ];
-        let session = vibe_transport::SessionConfig {
-            session_id: "s".into(),
-            capabilities: everything.map(String::from).into(),
-            sanity: Default::default(),
-            sandbox: None,
-            project_roots: Vec::new(),
-            time_per_tool_ms: 15_000,
-        };
+        let session = vibe_transport::SessionConfig::new("s").capabilities(everything);
         let configured = mock.configure(&session);
         assert!(configured.is_ok(), "{configured:?}");
         let outcome = mock.handle(&tool.name, &json!({}));

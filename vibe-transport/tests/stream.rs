@@ -93,6 +93,18 @@ async fn fake_kernel<R, W>(
                     envelope: Envelope::Ok(json!({ "id": id })),
                 }
             }
+            Ok(Frame::Batch { calls }) => {
+                for call in calls {
+                    seen.lock().unwrap().push(call.id);
+                    let answer = Frame::Result {
+                        id: call.id,
+                        envelope: Envelope::Ok(json!({ "id": call.id })),
+                    };
+                    writer.write_all(&answer.to_line()).await.unwrap();
+                }
+                writer.flush().await.unwrap();
+                continue;
+            }
             Ok(Frame::Cancel { id }) => match on_cancel {
                 OnCancel::Ignore => continue,
                 OnCancel::Answer => Frame::Result {
@@ -221,4 +233,134 @@ async fn a_refused_connection_keeps_its_io_error_as_the_source() {
         .expect("the io error under the cause");
     assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
     assert!(error.to_string().contains(&addr.to_string()), "{error}");
+}
+
+/// A kernel that answers `configure`, and holds calls until the bridge sends nothing for 5 ms,
+/// then answers all it holds; it records the most calls it held at once.
+async fn holding_kernel<R, W>(reader: R, mut writer: W, most: Arc<Mutex<usize>>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let hello = Frame::Hello(Box::new(MockBlender::new().hello()));
+    writer.write_all(&hello.to_line()).await.unwrap();
+    writer.flush().await.unwrap();
+    let mut frames = FramedRead::new(reader, LineCodec::new(DEFAULT_MAX_FRAME_BYTES));
+    let mut held = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_millis(5), frames.next()).await;
+        let answers: Vec<Frame> = match next {
+            Ok(Some(Ok(line))) => match Frame::parse(&line) {
+                Ok(Frame::Configure { id, .. }) => vec![Frame::Result {
+                    id,
+                    envelope: Envelope::Ok(json!({})),
+                }],
+                Ok(Frame::Call { id, .. }) => {
+                    held.push(id);
+                    let mut most = most.lock().unwrap();
+                    *most = (*most).max(held.len());
+                    continue;
+                }
+                _ => return,
+            },
+            Ok(_) => return,
+            Err(_) => held
+                .drain(..)
+                .map(|id| Frame::Result {
+                    id,
+                    envelope: Envelope::Ok(json!({})),
+                })
+                .collect(),
+        };
+        for answer in answers {
+            writer.write_all(&answer.to_line()).await.unwrap();
+        }
+        writer.flush().await.unwrap();
+    }
+}
+
+/// The contract's `max_concurrent_calls`, sent at `configure`, is the bound a stream transport
+/// holds from then on: the one bound, fed from the contract.
+#[tokio::test(start_paused = true)]
+async fn configure_sets_the_bound_on_calls_in_flight() {
+    for (bound, expected) in [(None, 8), (Some(3), 3), (Some(12), 12)] {
+        let (bridge, kernel) = tokio::io::duplex(256 * 1024);
+        let most = Arc::new(Mutex::new(0));
+        let (r, w) = tokio::io::split(kernel);
+        tokio::spawn(holding_kernel(r, w, Arc::clone(&most)));
+        let (r, w) = tokio::io::split(bridge);
+        // Before a session says otherwise: the handshake's bound, 8 by default.
+        let connection = Connection::establish(r, w, HandshakeOptions::default())
+            .await
+            .unwrap();
+        let mut session = vibe_transport::SessionConfig::new("bounded");
+        if let Some(bound) = bound {
+            session = session.max_concurrent_calls(bound);
+        }
+        assert!(connection.configure(&session).await.unwrap().is_ok());
+        let calls = (0..30).map(|_| connection.call(Call::new("hold", json!({}), DEADLINE)));
+        let answers = futures::future::join_all(calls).await;
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_ref().is_ok_and(Envelope::is_ok))
+        );
+        assert_eq!(*most.lock().unwrap(), expected, "bound {bound:?}");
+    }
+}
+
+/// A call cancelled before it leaves (waiting for a call slot, or cancelled already) is not sent
+/// and says it did not run.
+#[tokio::test(start_paused = true)]
+async fn a_call_cancelled_before_it_is_sent_never_reaches_the_kernel() {
+    let (bridge, kernel) = tokio::io::duplex(64 * 1024);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (r, w) = tokio::io::split(kernel);
+    tokio::spawn(fake_kernel(r, w, OnCancel::Ignore, Arc::clone(&seen)));
+    let (r, w) = tokio::io::split(bridge);
+    let mut options = HandshakeOptions::default();
+    options.max_concurrent_calls = 1;
+    let connection = Connection::establish(r, w, options).await.unwrap();
+
+    // The one slot is taken by a call the kernel never answers.
+    let busy = connection.call(Call::new("slow", json!({}), Duration::from_secs(5)));
+    let token = CancellationToken::new();
+    let queued =
+        connection.call(Call::new("object.info", json!({}), DEADLINE).cancelled_by(token.clone()));
+    let (_, queued, ()) = tokio::join!(busy, queued, async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        token.cancel();
+    });
+    assert!(
+        matches!(queued, Err(TransportError::CancelledUnsent)),
+        "{queued:?}"
+    );
+
+    let fired = CancellationToken::new();
+    fired.cancel();
+    let early = connection
+        .call(Call::new("object.info", json!({}), DEADLINE).cancelled_by(fired.clone()))
+        .await;
+    assert!(
+        matches!(early, Err(TransportError::CancelledUnsent)),
+        "{early:?}"
+    );
+    let batch = connection
+        .call_batch(vec![
+            Call::new("object.info", json!({}), DEADLINE).cancelled_by(fired),
+            Call::new("object.info", json!({}), DEADLINE),
+        ])
+        .await;
+    assert!(
+        matches!(batch[0], Err(TransportError::CancelledUnsent)),
+        "{batch:?}"
+    );
+    assert!(batch[1].as_ref().is_ok_and(Envelope::is_ok), "{batch:?}");
+    // The kernel saw the slow call and the batch's live call only.
+    assert_eq!(seen.lock().unwrap().len(), 2, "{:?}", seen.lock().unwrap());
+    let error = TransportError::CancelledUnsent.to_error_body();
+    assert_eq!(
+        error.details["partial_effects"],
+        "none: the call never started"
+    );
 }

@@ -72,10 +72,8 @@ async fn handshake_calls_and_sealed_snapshots() {
 
 #[tokio::test]
 async fn the_token_is_required_and_checked() {
-    let serve = ServeOptions {
-        token: Some("s3cret".into()),
-        ..ServeOptions::default()
-    };
+    let mut serve = ServeOptions::default();
+    serve.token = Some("s3cret".into());
     let addr = spawn_kernel(MockBlender::new(), serve).await;
     let ok = TcpTransport::connect(options(addr).with_token("s3cret"))
         .await

@@ -244,8 +244,9 @@ impl RetryManager {
             .base_delay
             .saturating_mul(1 << (n.saturating_sub(2)).min(16))
             .min(self.max_delay);
-        let jitter = vibe_transport::SplitMix64(seed ^ u64::from(n)).next_u64()
-            % (exp.as_millis() as u64 / 2 + 1);
+        // A multiplicative hash of the seed and the attempt: spread enough for jitter.
+        let mixed = (seed ^ u64::from(n)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let jitter = (mixed >> 16) % (exp.as_millis() as u64 / 2 + 1);
         exp + Duration::from_millis(jitter)
     }
 

@@ -32,12 +32,14 @@ async fn send(call: &mut CallContext, session: &Session) -> Result<Envelope, Tra
 
 fn transport_failure(call: &CallContext, session: &Session, error: &TransportError) -> ErrorBody {
     if call.cancel.is_cancelled() {
+        let partial = if error.may_have_run() {
+            "unknown: the kernel may have started the call"
+        } else {
+            "none: the call never started"
+        };
         return ErrorBody::new(ErrorCode::Timeout, format!("{} was cancelled", call.tool))
             .with_detail("cancelled", true)
-            .with_detail(
-                "partial_effects",
-                "unknown: the kernel may have started the call",
-            );
+            .with_detail("partial_effects", partial);
     }
     match error {
         TransportError::Deadline(_) => {
@@ -123,6 +125,10 @@ impl ExecuteStage {
             let Some(lookup) = session.agreement.lookup_tool() else {
                 break;
             };
+            if call.cancel.is_cancelled() {
+                // Cancelled: the call is not looked up or sent again.
+                break;
+            }
             attempts += 1;
             // Re-discover by name: a target the session knows may be briefly unresolvable
             // (an undo step in progress, a reload); look it up, then try the call again.
@@ -135,7 +141,7 @@ impl ExecuteStage {
                 Err(ReadError::Transport(e)) => return Err(transport_failure(call, session, &e)),
                 Err(other) => return Err(other.to_error_body()),
             };
-            if found.is_ok() {
+            if found.is_ok() && !call.cancel.is_cancelled() {
                 envelope = send(call, session)
                     .await
                     .map_err(|e| transport_failure(call, session, &e))?;

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use vibe_errors::{ErrorBody, ErrorCode, Reason};
+use vibe_errors::{ErrorBody, ErrorCode, Reason, Rule};
 
 use super::{PATH_ARGUMENTS, READ_PATH_ARGUMENTS};
 use crate::phase::{CallContext, Phase, Stage};
@@ -108,8 +108,8 @@ impl Stage for BusyGuard {
 #[derive(Debug, Default)]
 pub struct TransactionGuard;
 
-fn misuse(rule: &str, message: String) -> ErrorBody {
-    ErrorBody::new(ErrorCode::ContractViolation, message).with_detail("rule", rule)
+fn misuse(rule: Rule, message: String) -> ErrorBody {
+    ErrorBody::new(ErrorCode::ContractViolation, message).with_rule(rule)
 }
 
 #[async_trait]
@@ -127,27 +127,27 @@ impl Stage for TransactionGuard {
         match call.transaction_role() {
             Some(TransactionRole::Begin) => match holder {
                 Some(h) if h == me => Err(misuse(
-                    "transaction_open",
+                    Rule::TransactionOpen,
                     "a transaction is already open; transactions do not nest".into(),
                 )),
                 Some(h) => Err(misuse(
-                    "transaction_of_another_session",
+                    Rule::TransactionOfAnotherSession,
                     format!("session {h} has a transaction open on this Blender"),
                 )),
                 None => Ok(()),
             },
             Some(TransactionRole::Commit | TransactionRole::Rollback) if !mine => match holder {
                 Some(h) => Err(misuse(
-                    "transaction_of_another_session",
+                    Rule::TransactionOfAnotherSession,
                     format!("the open transaction belongs to session {h}"),
                 )),
                 None => Err(misuse(
-                    "no_transaction",
+                    Rule::NoTransaction,
                     format!("{} without an open transaction", call.tool),
                 )),
             },
             _ if call.mutates() && holder.is_some() && !mine => Err(misuse(
-                "transaction_of_another_session",
+                Rule::TransactionOfAnotherSession,
                 format!(
                     "session {} has a transaction open on this Blender; a change now would be rolled back with it",
                     holder.unwrap_or_default()
@@ -287,7 +287,7 @@ impl Stage for ActuatorLock {
                 ),
             )
             .with_detail("field", param)
-            .with_detail("rule", effect.action.as_str())
+            .with_rule(Rule::parse(effect.action.as_str()))
             .with_detail("kind", kind.as_str())
             .with_detail("name", name)
             .with_detail("object", owner.unwrap_or(name)));
@@ -317,7 +317,7 @@ impl Stage for CodeGateGuard {
                     call.tool
                 ),
             )
-            .with_detail("rule", "no_code_gate"));
+            .with_rule(vibe_errors::Rule::NoCodeGate));
         }
         Ok(())
     }

@@ -109,7 +109,7 @@ fn ceiling(session: &Session) -> u64 {
 
 fn refusal(message: String, limit_mib: u64, used: u64) -> ErrorBody {
     ErrorBody::new(ErrorCode::ContractViolation, message)
-        .with_detail("rule", "temp_storage_mib")
+        .with_rule(vibe_errors::Rule::TempStorageMib)
         .with_detail("limit", limit_mib)
         .with_detail("used_bytes", used)
         .with_detail("recovery", json!("ask_human"))

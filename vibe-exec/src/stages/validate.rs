@@ -99,7 +99,7 @@ impl Stage for SchemaStage {
                     call.tool
                 ),
             )
-            .with_detail("rule", "max_payload_bytes")
+            .with_rule(vibe_errors::Rule::MaxPayloadBytes)
             .with_detail("limit", limit));
         };
         // An unknown tool has no validator; the contract check refuses it next.

@@ -57,7 +57,13 @@ impl Stage for ReadBack {
         };
         call.transport_calls += 1;
         let info = session
-            .read(lookup, json!({"name": name}), call.deadline, &call.cancel)
+            // The call has taken effect: a cancel now no longer applies to its read-back.
+            .read(
+                lookup,
+                json!({"name": name}),
+                call.deadline,
+                &Default::default(),
+            )
             .await
             .map_err(|e| e.to_error_body())?;
         let Some(info) = info.result() else {

@@ -52,13 +52,27 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(answers[2]["envelope"]["error"]["code"], "not_found")  # an error does not stop the rest
         self.assertEqual(answers[3]["envelope"]["result"]["location"], [2.0, 2.0, 3.0])
 
-    def test_a_cancelled_call_of_a_batch_is_answered_as_cancelled(self):
-        self.k.cancel(2)
-        calls = [{"id": i, "tool": "object.info", "params": {"name": "Cube"}, "deadline_ms": 5000} for i in (1, 2, 3)]
-        _, answers = self.run_frames({"type": "batch", "calls": calls})
-        self.assertTrue(answers[0]["envelope"]["ok"])
-        self.assertTrue(answers[1]["envelope"]["error"]["details"]["cancelled"])
-        self.assertTrue(answers[2]["envelope"]["ok"])
+    def test_a_cancelled_call_of_a_batch_is_answered_at_once_and_not_run(self):
+        calls = [{"id": i, "tool": "object.move", "params": {"name": "Cube", "delta": [1, 0, 0]}, "deadline_ms": 5000}
+                 for i in (1, 2, 3)]
+        _, answers = self.run_frames({"type": "batch", "calls": calls}, {"type": "cancel", "id": 2})
+        # The reader answers the queued call as it reads the cancel, before the batch runs.
+        self.assertEqual([a["id"] for a in answers], [2, 1, 3])
+        error = answers[0]["envelope"]["error"]
+        self.assertTrue(error["details"]["cancelled"])
+        self.assertIn("object.move was cancelled before it started", error["message"])
+        by_id = {a["id"]: a["envelope"] for a in answers}
+        self.assertEqual(by_id[3]["result"]["location"], [2.0, 0.0, 0.0])  # call 2 never ran
+
+    def test_a_cancel_of_a_finished_or_unknown_call_leaves_no_trace(self):
+        """Ids are each connection's own: a cancel after the answer, or for an id never sent,
+        must not reach a later call that reuses the id (a reconnected bridge numbers from 1)."""
+        call = {"type": "call", "id": 5, "tool": "object.info", "params": {"name": "Cube"}, "deadline_ms": 5000}
+        _, first = self.run_frames(call)
+        self.assertTrue(first[0]["envelope"]["ok"])
+        _, later = self.run_frames({"type": "cancel", "id": 5}, {"type": "cancel", "id": 99}, call)
+        self.assertEqual(len(later), 1)
+        self.assertTrue(later[0]["envelope"]["ok"], later)
 
     def test_malformed_batches_are_protocol_errors(self):
         too_many = [{"id": i, "tool": "kernel.status", "params": {}, "deadline_ms": 5000}

@@ -58,6 +58,10 @@ class Channel:
         self.closed = False
         # This connection's own settings (capabilities, sandbox, ...) over the kernel's state.
         self.session = Session(kernel.shared)
+        # Calls read but not started (id -> tool), and those cancelled meanwhile: both under
+        # the kernel's lock (the reader thread queues and cancels, the main thread starts).
+        self.queued = {}
+        self.skipped = set()
 
     def send(self, frame):
         """Writes one frame. A frame that is not JSON (a non-finite number from a request) is
@@ -70,6 +74,12 @@ class Channel:
         with self.write_lock:
             if not self.closed:
                 self.write_bytes(data)
+
+    def queue_calls(self, calls):
+        """Notes calls read and not yet started, so that a cancel can answer them at once."""
+        with self.kernel.lock:
+            for call in calls:
+                self.queued[call.get("id")] = call.get("tool")
 
     def read_frame(self):
         line = self.reader.readline(MAX_FRAME_BYTES + 1)
@@ -117,8 +127,10 @@ class Channel:
                 if frame is None or frame.get("type") == "bye":
                     return
                 if frame.get("type") == "cancel":
-                    self.kernel.cancel(frame.get("id"))
+                    self.kernel.cancel(frame.get("id"), self)
                 elif frame.get("type") in ("call", "configure", "checkpoint", "restore", "inventory"):
+                    if frame.get("type") == "call":
+                        self.queue_calls([frame])
                     self.inbox.put((self, frame))
                 elif frame.get("type") == "batch":
                     calls = frame.get("calls")
@@ -126,6 +138,7 @@ class Channel:
                             or not all(isinstance(c, dict) for c in calls)):
                         self.send(protocol_error("a batch carries 1 to %d call objects" % MAX_BATCH_CALLS))
                         return
+                    self.queue_calls(calls)
                     self.inbox.put((self, frame))
                 else:
                     self.send(protocol_error("unexpected frame type %r" % frame.get("type")))
@@ -168,6 +181,8 @@ def drain(kernel, inbox, deadline=None):
         # soon as it is done, so that the bridge reads one answer while the next call runs.
         calls = [dict(call, type="call") for call in frame["calls"]] if frame.get("type") == "batch" else [frame]
         for call in calls:
+            if call.get("type") == "call" and not kernel.start(channel, call.get("id")):
+                continue  # cancelled while queued: its connection answered already
             answer = kernel.handle(call, channel.session)
             if answer is not None:
                 try:

@@ -57,8 +57,10 @@ class Kernel:
         self.shared = Shared(offered_features())
         # The session of the frame being run (each connection has its own; see state.py).
         self.state = Session(self.shared)
-        self.cancelled = set()
-        self.running_call = None  # the id of the call being served (for a cancel)
+        # The call being served, as (its connection's session, its id), for a cancel. A cancel
+        # of a queued call is answered by its connection at once (channel.py); one of a finished
+        # or unknown call leaves no trace.
+        self.running = None
         self.lock = threading.Lock()
         self.call_deadline_ms = self.state.time_per_tool_ms
         # A random id of this start: a restarted Blender on the same port is told apart.
@@ -209,24 +211,16 @@ class Kernel:
         kind = frame.get("type")
         if kind == "call":
             call_id = frame.get("id")
-            with self.lock:
-                cancelled = call_id in self.cancelled
-                self.cancelled.discard(call_id)
             if self.state.loads_reported < self.shared.loads:
                 self.state.seen.clear()  # a file was loaded since: the pointers it holds are stale
-            if cancelled:
-                envelope = err("timeout", "%s was cancelled before it started" % frame.get("tool"),
-                               cancelled=True, partial_effects="none: the call never started")
-            else:
-                self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
+            self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
+            with self.lock:
+                self.running = (session, call_id)
+            try:
+                envelope = self.call(frame.get("tool"), frame.get("params", {}))
+            finally:
                 with self.lock:
-                    self.running_call = call_id
-                try:
-                    envelope = self.call(frame.get("tool"), frame.get("params", {}))
-                finally:
-                    with self.lock:
-                        self.running_call = None
-                        self.cancelled.discard(call_id)
+                    self.running = None
             return {"type": "result", "id": call_id, "envelope": self.tell_events(envelope)}
         if kind == "configure":
             settings = frame.get("session", {})
@@ -301,14 +295,35 @@ class Kernel:
             if number.isdigit():
                 self.state.transactions_started = max(self.state.transactions_started, int(number))
 
-    def cancel(self, call_id):
-        """Call `call_id` is not to run, or to stop: a queued call is answered without running,
-        running agent code is interrupted (and rolled back); other running work (a render, a
-        save) cannot be stopped from here, and the bridge's supervisor kills the kernel."""
+    def cancel(self, call_id, channel=None):
+        """Call `call_id` of `channel` (None: a call handed to `handle` directly) is to stop or
+        not to run. Running agent code is interrupted (and rolled back); other running work (a
+        render, a save) cannot be stopped from here, and the bridge's supervisor kills the
+        kernel. A call still queued is answered now, as cancelled before it started, and is not
+        run. A finished or unknown id is ignored: ids are each connection's own."""
         from . import codeexec
 
+        session = channel.session if channel is not None else None
         with self.lock:
-            self.cancelled.add(call_id)
-            running = codeexec.RUNNING if self.running_call == call_id else None
+            if self.running == (session, call_id):
+                running, queued = codeexec.RUNNING, None
+            elif channel is not None and call_id in channel.queued:
+                running, queued = None, channel.queued.pop(call_id)
+                channel.skipped.add(call_id)
+            else:
+                return
         if running is not None:
             running.stop_now()
+        if queued is not None:
+            channel.send({"type": "result", "id": call_id, "envelope": err(
+                "timeout", "%s was cancelled before it started" % queued,
+                cancelled=True, partial_effects="none: the call never started")})
+
+    def start(self, channel, call_id):
+        """Whether `channel`'s queued call `call_id` is to run now (not cancelled meanwhile)."""
+        with self.lock:
+            if call_id in channel.skipped:
+                channel.skipped.discard(call_id)
+                return False
+            channel.queued.pop(call_id, None)
+            return True

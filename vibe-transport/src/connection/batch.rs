@@ -61,6 +61,11 @@ impl Connection {
         let mut waiting = Vec::new(); // (position, id, receiver)
         let mut batched = Vec::new();
         for (position, call) in calls.iter().enumerate() {
+            if call.cancel.is_cancelled() {
+                // Cancelled before it left: not sent, not run.
+                answers[position] = Some(Err(TransportError::CancelledUnsent));
+                continue;
+            }
             let (id, receiver) = self.register();
             waiting.push((position, id, receiver));
             batched.push(BatchedCall {
@@ -70,6 +75,9 @@ impl Connection {
                 deadline_ms: call.deadline.as_millis().min(u128::from(u64::MAX)) as u64,
             });
         }
+        if batched.is_empty() {
+            return answers.into_iter().map(answered).collect();
+        }
         let line = Frame::Batch { calls: batched }.to_line();
         if line.len() as u64 > self.hello.max_frame_bytes {
             // Too big for one frame: the same calls, pipelined one by one.
@@ -77,7 +85,12 @@ impl Connection {
                 self.forget(*id);
             }
             drop(permit);
-            return self.pipelined(calls).await;
+            let pipelined = self.pipelined(calls).await;
+            return answers
+                .into_iter()
+                .zip(pipelined)
+                .map(|(early, late)| early.unwrap_or(late))
+                .collect();
         }
         let guards: Vec<InFlight<'_>> = waiting
             .iter()

@@ -26,6 +26,7 @@ pub use batch::MAX_BATCH_CALLS;
 
 /// How the handshake goes.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct HandshakeOptions {
     /// How long to wait for the hello (and the auth answer).
     pub deadline: Duration,
@@ -38,7 +39,8 @@ pub struct HandshakeOptions {
     pub max_noise_lines: usize,
     /// The largest frame accepted, in bytes.
     pub max_frame_bytes: usize,
-    /// How many calls may be in flight at once.
+    /// How many calls may be in flight at once, until a session's `configure` gives the
+    /// contract's bound ([`SessionConfig::max_concurrent_calls`]).
     pub max_concurrent_calls: usize,
 }
 
@@ -102,6 +104,8 @@ pub struct Connection {
     outgoing: mpsc::Sender<Outgoing>,
     writer: SharedWriter,
     permits: Arc<Semaphore>,
+    /// How many call slots `permits` stands for now.
+    bound: std::sync::atomic::AtomicUsize,
     console: Arc<Mutex<Vec<String>>>,
 }
 
@@ -246,6 +250,7 @@ impl Connection {
             outgoing,
             writer,
             permits: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
+            bound: std::sync::atomic::AtomicUsize::new(options.max_concurrent_calls.max(1)),
             console,
         })
     }
@@ -272,6 +277,9 @@ impl Connection {
         session: &SessionConfig,
         deadline: Duration,
     ) -> Result<Envelope, TransportError> {
+        if let Some(bound) = session.max_concurrent_calls {
+            self.bound_calls(bound as usize);
+        }
         let session = Box::new(session.clone());
         self.request(|id| Frame::Configure { id, session }, deadline, None)
             .await
@@ -324,7 +332,16 @@ impl Connection {
             return Err(never_sent(error));
         }
         let start = tokio::time::Instant::now();
-        let permit = self.permit(deadline).await?;
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        let permit = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(TransportError::CancelledUnsent),
+            permit = self.permit(deadline) => permit?,
+        };
+        if cancel.is_cancelled() {
+            return Err(TransportError::CancelledUnsent);
+        }
         let (id, receiver) = self.register();
         // Cancel safety: if this future is dropped from here on, the guard removes the waiter
         // and tells the kernel to stop.
@@ -339,9 +356,31 @@ impl Connection {
             self.forget(id);
             return Err(error);
         }
-        let answer = self.wait(guard, receiver, start, deadline, cancel).await;
+        let answer = self
+            .wait(guard, receiver, start, deadline, Some(cancel))
+            .await;
         drop(permit);
         answer
+    }
+
+    /// Holds the calls in flight to `bound` (at least 1) from now on. Slots taken above a lower
+    /// bound are withdrawn as their calls end.
+    fn bound_calls(&self, bound: usize) {
+        let bound = bound.max(1);
+        let old = self.bound.swap(bound, Ordering::SeqCst);
+        if bound > old {
+            self.permits.add_permits(bound - old);
+        } else if bound < old {
+            let missing = (old - bound) - self.permits.forget_permits(old - bound);
+            if missing > 0 {
+                let permits = Arc::clone(&self.permits);
+                tokio::spawn(async move {
+                    if let Ok(taken) = permits.acquire_many_owned(missing as u32).await {
+                        taken.forget();
+                    }
+                });
+            }
+        }
     }
 
     /// One of the connection's call slots, waited for within `deadline`.

@@ -140,7 +140,7 @@ impl MockBlender {
                 "path",
                 format!("path {relative:?} resolves into a project root, which is never written"),
             )
-            .with_detail("rule", "project_root"));
+            .with_rule(vibe_errors::Rule::ProjectRoot));
         }
         Ok(target)
     }
@@ -252,7 +252,7 @@ impl MockBlender {
                     open.id
                 ),
             )
-            .with_detail("rule", "transaction_open")
+            .with_rule(vibe_errors::Rule::TransactionOpen)
             .with_detail("transaction", open.id.as_str()));
         }
         let key = path.to_string_lossy().into_owned();

@@ -76,7 +76,7 @@ impl MockBlender {
                  did not add in this session"
             ),
         )
-        .with_detail("rule", "remove")
+        .with_rule(vibe_errors::Rule::Remove)
         .with_detail("kind", "modifier")
         .with_detail("name", modifier)
         .with_detail("object", object)

@@ -27,7 +27,7 @@ mod transport;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde_json::Value;
-use vibe_contract::{BlenderProfile, BlenderVersion, Confinement, SanityLimits};
+use vibe_contract::{BlenderProfile, BlenderVersion, Confinement};
 use vibe_errors::Envelope;
 
 pub use faults::{Fault, FaultPlan};
@@ -137,14 +137,7 @@ impl MockBlender {
             console: VecDeque::new(),
             console_seq: 0,
             console_dropped: 0,
-            session: SessionConfig {
-                session_id: "unconfigured".into(),
-                capabilities: MOCK_FEATURES.iter().map(|s| s.to_string()).collect(),
-                sanity: SanityLimits::default(),
-                sandbox: None,
-                project_roots: Vec::new(),
-                time_per_tool_ms: 15_000,
-            },
+            session: SessionConfig::new("unconfigured").capabilities(MOCK_FEATURES),
             created: BTreeSet::new(),
             modifiers: BTreeSet::new(),
             offers_files: false,

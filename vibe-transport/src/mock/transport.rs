@@ -85,6 +85,9 @@ impl Transport for MockTransport {
 
     async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
         self.still_open()?;
+        if call.cancel.is_cancelled() {
+            return Err(TransportError::CancelledUnsent);
+        }
         let outcome = lock(&self.mock).handle(&call.tool, &call.params);
         let envelope = match (outcome.envelope, outcome.wire_fault) {
             (Some(envelope), None) => envelope,

@@ -11,6 +11,7 @@ use serde_json::Value;
 use vibe_transport::{Call, TcpOptions, TcpTransport, Transport, write_kernel};
 
 mod blender;
+pub mod rng;
 pub mod session;
 pub use blender::headless_script;
 

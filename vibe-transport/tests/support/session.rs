@@ -9,20 +9,8 @@ use vibe_transport::SessionConfig;
 /// Session `id`: scene reads and writes, transactions and agent code, in `sandbox` (by its
 /// canonical path), `per_tool` for each call.
 pub fn code_session(id: &str, sandbox: &Path, per_tool: Duration) -> SessionConfig {
-    SessionConfig {
-        session_id: id.into(),
-        capabilities: ["scene.read", "scene.write", "transactions", "code_exec"]
-            .map(String::from)
-            .into(),
-        sanity: Default::default(),
-        sandbox: Some(
-            sandbox
-                .canonicalize()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned(),
-        ),
-        project_roots: Vec::new(),
-        time_per_tool_ms: per_tool.as_millis() as u64,
-    }
+    SessionConfig::new(id)
+        .capabilities(["scene.read", "scene.write", "transactions", "code_exec"])
+        .sandbox(sandbox.canonicalize().unwrap().to_string_lossy())
+        .time_per_tool_ms(per_tool.as_millis() as u64)
 }

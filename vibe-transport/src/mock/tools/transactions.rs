@@ -15,7 +15,7 @@ impl MockBlender {
                 ErrorCode::ContractViolation,
                 format!("transaction {} is open; transactions do not nest", open.id),
             )
-            .with_detail("rule", "transaction_open")
+            .with_rule(vibe_errors::Rule::TransactionOpen)
             .with_detail("transaction", open.id.as_str()));
         }
         self.transactions_started += 1;
@@ -34,7 +34,7 @@ impl MockBlender {
             ErrorCode::ContractViolation,
             format!("{action} without an open transaction"),
         )
-        .with_detail("rule", "no_transaction")
+        .with_rule(vibe_errors::Rule::NoTransaction)
     }
 
     pub(super) fn tx_commit(&mut self) -> ToolResult {
