@@ -409,6 +409,7 @@ impl Pipeline {
         let flight = self.session.begin_call(id);
         async move {
             let deadline = self.deadline_for(tool);
+            let arrived = tokio::time::Instant::now();
             let slot = tokio::select! {
                 biased;
                 () = flight.token.cancelled() => Err(ErrorBody::new(
@@ -428,7 +429,9 @@ impl Pipeline {
             };
             match slot {
                 Ok(_permit) => {
-                    self.run_call(id, tool, params, None, flight.token.clone())
+                    // The wait for a slot counted against the deadline.
+                    let left = deadline.saturating_sub(arrived.elapsed());
+                    self.run_call(id, tool, params, None, flight.token.clone(), left)
                         .await
                 }
                 Err(error) => {
@@ -491,6 +494,7 @@ impl Pipeline {
             .map(|(tool, _)| self.deadline_for(tool))
             .max()
             .unwrap_or_default();
+        let arrived = tokio::time::Instant::now();
         let _permit = match tokio::time::timeout(deadline, self.concurrency.acquire()).await {
             Ok(Ok(permit)) => permit,
             // No slot in time: each call waits for one of its own and answers as it would alone.
@@ -509,7 +513,9 @@ impl Pipeline {
             let window = Arc::clone(&window);
             async move {
                 let token = flight.token.clone();
-                self.run_call(id, &tool, params, Some(window), token).await
+                let left = self.deadline_for(&tool).saturating_sub(arrived.elapsed());
+                self.run_call(id, &tool, params, Some(window), token, left)
+                    .await
             }
         });
         futures::future::join_all(calls).await
@@ -523,6 +529,7 @@ impl Pipeline {
         params: Value,
         batch: Option<Arc<BatchWindow>>,
         cancel: CancellationToken,
+        deadline: Duration,
     ) -> Envelope {
         let session = &self.session;
         session.audit(Event::call(session.session_id(), id, tool, params.clone()));
@@ -532,7 +539,7 @@ impl Pipeline {
             tool: tool.to_owned(),
             spec: None,
             params,
-            deadline: self.deadline_for(tool),
+            deadline: deadline.max(Duration::from_millis(1)),
             answer: None,
             meta: Meta::default(),
             transport_calls: 0,

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 use support::*;
 use vibe_errors::{Envelope, ErrorBody, ErrorCode};
-use vibe_exec::Pipeline;
 use vibe_transport::{Call, MockBlender, MockTransport, Transport};
 
 /// What the kernel saw: each call's tool and whether its token had fired when it arrived.
@@ -54,12 +53,7 @@ async fn a_cancelled_call_is_not_rediscovered_and_sent_again() {
     let seen: Seen = Arc::default();
     let armed = Arc::new(Mutex::new(None));
     let transport = Arc::new(drifting(Arc::clone(&seen), Arc::clone(&armed)));
-    let agreement = agreement_for(transport.hello(), "cancel", None, &[]);
-    let dyn_transport: Arc<dyn Transport> = transport.clone();
-    let pipeline = Pipeline::builder(agreement, dyn_transport)
-        .start()
-        .await
-        .unwrap();
+    let pipeline = builder_over(transport.clone()).start().await.unwrap();
     assert!(
         pipeline
             .call("mesh.create_cube", json!({"name": "Box"}))
@@ -109,9 +103,7 @@ async fn a_cancel_after_the_call_took_effect_leaves_its_read_back_alone() {
             },
         ),
     );
-    let agreement = agreement_for(transport.hello(), "cancel", None, &[]);
-    let dyn_transport: Arc<dyn Transport> = transport.clone();
-    let pipeline = Pipeline::builder(agreement, dyn_transport)
+    let pipeline = builder_over(transport.clone())
         .read_back()
         .start()
         .await

@@ -187,7 +187,8 @@ impl Transport for SupervisedKernel {
         Ok(answer)
     }
 
-    async fn call(&self, call: Call) -> Result<Envelope, TransportError> {
+    async fn call(&self, mut call: Call) -> Result<Envelope, TransportError> {
+        let arrived = tokio::time::Instant::now();
         let kept = call.clone();
         let runs_code = self.boundary
             && self.registry.get(&call.tool).is_some_and(|spec| {
@@ -213,6 +214,11 @@ impl Transport for SupervisedKernel {
             },
         };
         let _shared = shared;
+        // The wait for its turn counted against the deadline: the kernel gets what is left.
+        call.deadline = call
+            .deadline
+            .saturating_sub(arrived.elapsed())
+            .max(Duration::from_millis(1));
         let started = tokio::time::Instant::now();
         let deadline = call.deadline;
         // A kernel that died between calls (killed, out of memory) is replaced, with the last

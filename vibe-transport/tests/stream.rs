@@ -57,6 +57,18 @@ async fn a_unix_socket_is_a_transport_like_any_stream() {
     assert!(matches!(after, Err(TransportError::Closed(_))), "{after:?}");
 }
 
+/// Says a MockBlender's hello on `writer`, as a kernel speaks first; the frames read from
+/// `reader` follow.
+async fn greet<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    reader: R,
+    writer: &mut W,
+) -> FramedRead<R, LineCodec> {
+    let hello = Frame::Hello(Box::new(MockBlender::new().hello()));
+    writer.write_all(&hello.to_line()).await.unwrap();
+    writer.flush().await.unwrap();
+    FramedRead::new(reader, LineCodec::new(DEFAULT_MAX_FRAME_BYTES))
+}
+
 /// What the fake kernel below does with a cancel.
 #[derive(Clone, Copy)]
 enum OnCancel {
@@ -77,10 +89,7 @@ async fn fake_kernel<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let hello = Frame::Hello(Box::new(MockBlender::new().hello()));
-    writer.write_all(&hello.to_line()).await.unwrap();
-    writer.flush().await.unwrap();
-    let mut frames = FramedRead::new(reader, LineCodec::new(DEFAULT_MAX_FRAME_BYTES));
+    let mut frames = greet(reader, &mut writer).await;
     while let Some(Ok(line)) = frames.next().await {
         let answer = match Frame::parse(&line) {
             Ok(Frame::Call { id, tool, .. }) => {
@@ -134,6 +143,21 @@ async fn connect(on_cancel: OnCancel) -> (Connection, Arc<Mutex<Vec<u64>>>) {
     (connection, seen)
 }
 
+/// A `slow` call (the fake kernel does not answer it by itself) whose token fires after `ms`.
+async fn slow_call_cancelled_after(
+    connection: &Connection,
+    deadline: Duration,
+    ms: u64,
+) -> Result<Envelope, TransportError> {
+    let token = CancellationToken::new();
+    let call = Call::new("slow", json!({}), deadline).cancelled_by(token.clone());
+    let (answer, ()) = tokio::join!(connection.call(call), async {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        token.cancel();
+    });
+    answer
+}
+
 #[tokio::test]
 async fn the_transport_numbers_its_requests_and_matches_each_answer() {
     let (connection, seen) = connect(OnCancel::Answer).await;
@@ -159,13 +183,8 @@ async fn the_transport_numbers_its_requests_and_matches_each_answer() {
 #[tokio::test(start_paused = true)]
 async fn a_cancel_the_kernel_answers_is_answered_by_the_kernel() {
     let (connection, _) = connect(OnCancel::Answer).await;
-    let token = CancellationToken::new();
-    let call = Call::new("slow", json!({}), DEADLINE).cancelled_by(token.clone());
     let started = tokio::time::Instant::now();
-    let (answer, ()) = tokio::join!(connection.call(call), async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        token.cancel();
-    });
+    let answer = slow_call_cancelled_after(&connection, DEADLINE, 300).await;
     let error = answer.unwrap().error().cloned().unwrap();
     assert_eq!(error.code, ErrorCode::Timeout);
     assert_eq!(error.details["cancelled"], true);
@@ -176,13 +195,8 @@ async fn a_cancel_the_kernel_answers_is_answered_by_the_kernel() {
 #[tokio::test(start_paused = true)]
 async fn a_cancel_the_kernel_ignores_fails_after_the_grace() {
     let (connection, _) = connect(OnCancel::Ignore).await;
-    let token = CancellationToken::new();
-    let call = Call::new("slow", json!({}), DEADLINE).cancelled_by(token.clone());
     let started = tokio::time::Instant::now();
-    let (answer, ()) = tokio::join!(connection.call(call), async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        token.cancel();
-    });
+    let answer = slow_call_cancelled_after(&connection, DEADLINE, 300).await;
     assert!(
         matches!(answer, Err(TransportError::Cancelled)),
         "{answer:?}"
@@ -199,14 +213,9 @@ async fn a_cancel_the_kernel_ignores_fails_after_the_grace() {
 #[tokio::test(start_paused = true)]
 async fn a_cancel_never_waits_past_the_deadline() {
     let (connection, _) = connect(OnCancel::Ignore).await;
-    let token = CancellationToken::new();
     let deadline = Duration::from_millis(500);
-    let call = Call::new("slow", json!({}), deadline).cancelled_by(token.clone());
     let started = tokio::time::Instant::now();
-    let (answer, ()) = tokio::join!(connection.call(call), async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        token.cancel();
-    });
+    let answer = slow_call_cancelled_after(&connection, deadline, 300).await;
     assert!(
         matches!(answer, Err(TransportError::Deadline(d)) if d == deadline),
         "{answer:?}"
@@ -242,10 +251,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let hello = Frame::Hello(Box::new(MockBlender::new().hello()));
-    writer.write_all(&hello.to_line()).await.unwrap();
-    writer.flush().await.unwrap();
-    let mut frames = FramedRead::new(reader, LineCodec::new(DEFAULT_MAX_FRAME_BYTES));
+    let mut frames = greet(reader, &mut writer).await;
     let mut held = Vec::new();
     loop {
         let next = tokio::time::timeout(Duration::from_millis(5), frames.next()).await;

@@ -134,6 +134,12 @@ pub fn builder(
     (transport, Pipeline::builder(agreement, dyn_transport))
 }
 
+/// A pipeline builder over any test transport, with the capabilities `builder` grants.
+pub fn builder_over<T: Transport + 'static>(transport: Arc<T>) -> PipelineBuilder {
+    let agreement = agreement_for(transport.hello(), "session-a", None, &[]);
+    Pipeline::builder(agreement, transport)
+}
+
 pub async fn rig(mock: MockBlender) -> Rig {
     let (transport, builder) = builder(mock, None, &[]);
     Rig {
