@@ -6,39 +6,34 @@
 //! cargo run --example live_blender -- --tcp 127.0.0.1:9833 --token-file token.txt   # GUI add-on
 //! ```
 //!
-//! The still (Cycles on the CPU, 320 x 240) lands in the session's sandbox folder; its path is
-//! printed at the end.
-
-use std::path::PathBuf;
-use std::sync::Arc;
+//! It starts on `vibe::connect`: a headless Blender runs jailed and supervised. The still
+//! (Cycles on the CPU, 320 x 240) lands in the session's sandbox folder, a temporary folder
+//! removed at the end; its size is printed.
 
 #[path = "shared/agent_session.rs"]
 mod agent_session;
 
 use serde_json::json;
-use vibe::contract::{BridgePolicy, HostProfile, HostProposal, blender_core_v1, negotiate};
-use vibe::exec::{Pipeline, Sandbox};
-use vibe::transport::{StdioOptions, StdioTransport, TcpOptions, TcpTransport, Transport};
+use vibe::{Target, connect};
 
-async fn connect(args: &[String]) -> Result<Arc<dyn Transport>, Box<dyn std::error::Error>> {
+/// The Blender the example drives: `--tcp ADDR --token-file FILE` (the GUI add-on), else
+/// `VIBE_BPY_PYTHON` or `VIBE_BLENDER` (a jailed, supervised headless Blender).
+fn target(args: &[String]) -> Result<Target, Box<dyn std::error::Error>> {
     if let Some(i) = args.iter().position(|a| a == "--tcp") {
         let addr = args.get(i + 1).ok_or("--tcp needs an address")?;
-        let mut options = TcpOptions::new(addr.parse()?);
-        if let Some(j) = args.iter().position(|a| a == "--token-file") {
-            let file = args.get(j + 1).ok_or("--token-file needs a path")?;
-            options = options.with_token(std::fs::read_to_string(file)?.trim());
-        }
-        return Ok(Arc::new(TcpTransport::connect(options).await?));
+        let token = match args.iter().position(|a| a == "--token-file") {
+            Some(j) => {
+                std::fs::read_to_string(args.get(j + 1).ok_or("--token-file needs a path")?)?
+            }
+            None => String::new(),
+        };
+        return Ok(Target::tcp(addr.parse()?, token.trim()));
     }
     if let Some(python) = std::env::var_os("VIBE_BPY_PYTHON") {
-        return Ok(Arc::new(
-            StdioTransport::spawn(StdioOptions::bpy_python(python)?).await?,
-        ));
+        return Ok(Target::bpy_python(python));
     }
     if let Some(blender) = std::env::var_os("VIBE_BLENDER") {
-        return Ok(Arc::new(
-            StdioTransport::spawn(StdioOptions::blender(blender)?).await?,
-        ));
+        return Ok(Target::blender(blender));
     }
     Err("no Blender: set VIBE_BPY_PYTHON (a Python with bpy) or VIBE_BLENDER (a blender binary), or pass --tcp ADDR".into())
 }
@@ -46,46 +41,29 @@ async fn connect(args: &[String]) -> Result<Arc<dyn Transport>, Box<dyn std::err
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let transport = connect(&args).await?;
-    let blender = transport.hello().blender.clone();
-    println!(
-        "Blender {} ({}), kernel {}",
-        blender.version,
-        if blender.background {
-            "headless"
-        } else {
-            "GUI"
-        },
-        transport.hello().kernel_version
-    );
-
-    let host = HostProfile {
-        name: "live_blender".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        capabilities: [
+    let sandbox = tempfile::tempdir()?;
+    let pipeline = connect(target(&args)?)
+        .host("live_blender")
+        .capabilities([
             "scene.read",
             "scene.write",
             "transactions",
             "file.write",
             "render",
-        ]
-        .map(String::from)
-        .into(),
-        ..HostProfile::default()
-    };
-    let agreement = negotiate(
-        &HostProposal::new(format!("live-{}", std::process::id()), host),
-        &BridgePolicy::default(),
-        &blender,
-        &blender_core_v1()?,
-    )
-    .map_err(|r| r.error.message)?;
-    let sandbox: PathBuf = std::env::temp_dir().join(format!("vibe-live-{}", std::process::id()));
-    std::fs::create_dir_all(&sandbox)?;
-    let pipeline = Pipeline::builder(agreement, Arc::clone(&transport))
-        .sandbox(Sandbox::new(&sandbox)?)
+        ])
+        .sandbox(sandbox.path())
         .start()
         .await?;
+    let blender = &pipeline.session().agreement.contract.blender_profile;
+    println!(
+        "Blender {} ({})",
+        blender.version,
+        if blender.background {
+            "headless"
+        } else {
+            "GUI"
+        }
+    );
 
     let identical = agent_session::run(&pipeline).await;
     println!("\nrolled-back scene identical: {identical}");
@@ -99,15 +77,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await;
     let saved = agent_session::call(&pipeline, "file.save", json!({"path": "scene.blend"})).await;
-    transport.close().await?;
-    let png = sandbox.join("renders/scene.png");
-    if !still.is_ok() || !png.exists() {
+    pipeline.close().await?;
+    let png = std::fs::read(sandbox.path().join("renders/scene.png")).unwrap_or_default();
+    if !still.is_ok() || !png.starts_with(b"\x89PNG\r\n\x1a\n") {
         return Err(format!("the render failed: {}", still.to_json_string()).into());
     }
     println!(
-        "\nrendered {} ({} bytes); saved the scene: {}",
-        png.display(),
-        std::fs::metadata(&png)?.len(),
+        "\nrendered renders/scene.png (a PNG of {} bytes); saved the scene: {}",
+        png.len(),
         saved.is_ok()
     );
     Ok(())
