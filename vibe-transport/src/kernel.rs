@@ -48,8 +48,36 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "stdio")]
 use crate::stdio::StdioOptions;
 
+/// The kernel's tool table as it ships beside the kernel (`vibe_kernel/registry.json`): each
+/// tool of `registry` with whether it changes the scene and the capabilities it needs. The
+/// kernel builds its table from this file and refuses to start with a tool it does not list;
+/// a test keeps the shipped file equal to this rendering of the default registry.
+pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
+    let tools: std::collections::BTreeMap<&str, serde_json::Value> = registry
+        .tools()
+        .iter()
+        .map(|spec| {
+            (
+                spec.name.as_str(),
+                serde_json::json!({
+                    "mutates": spec.mutates(),
+                    "capabilities": spec.requires.capabilities,
+                }),
+            )
+        })
+        .collect();
+    let table = serde_json::json!({
+        "registry": registry.registry,
+        "version": registry.version.to_string(),
+        "tools": tools,
+    });
+    let mut text = serde_json::to_string_pretty(&table).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 26] = [
+pub const KERNEL_FILES: [(&str, &str); 27] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -126,6 +154,10 @@ pub const KERNEL_FILES: [(&str, &str); 26] = [
     (
         "vibe_kernel/reads.py",
         include_str!("../kernel/vibe_kernel/reads.py"),
+    ),
+    (
+        "vibe_kernel/registry.json",
+        include_str!("../kernel/vibe_kernel/registry.json"),
     ),
     (
         "vibe_kernel/snapshot.py",

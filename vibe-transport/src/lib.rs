@@ -115,7 +115,7 @@ pub use transport::{CANCEL_GRACE, Call, CodeBoundary, Transport};
 
 #[cfg(any(feature = "stdio", feature = "tcp"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "stdio", feature = "tcp"))))]
-pub use kernel::{KERNEL_FILES, write_kernel};
+pub use kernel::{KERNEL_FILES, kernel_registry_json, write_kernel};
 #[cfg(feature = "mock")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mock")))]
 pub use mock::{Fault, FaultPlan, MockBlender, MockTransport};

@@ -1,74 +1,66 @@
-//! One meaning per tool: the Python kernel's tool table and MockBlender implement exactly the
-//! registry's tools, with the registry's capabilities and its read-only hint. A tool added to one
-//! and not the others fails here.
+//! One meaning per tool: the Python kernel and MockBlender implement exactly the registry's
+//! tools, and the kernel builds its table (what each tool changes and needs) from the registry
+//! it ships, `kernel/vibe_kernel/registry.json`, which must be the default registry's. A tool
+//! added to one and not the others fails here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use serde_json::json;
 use vibe_contract::blender_core_v1;
 use vibe_transport::MockBlender;
 
-/// The kernel's `@tool("name", mutates, "capability", ...)` lines: name -> (mutates, capabilities).
-fn kernel_table() -> BTreeMap<String, (bool, BTreeSet<String>)> {
+/// The names of the kernel's `@tool("name", ...)` lines (what each changes and needs comes from
+/// the registry table it ships, checked below).
+fn kernel_tools() -> BTreeSet<String> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernel/vibe_kernel");
-    let mut table = BTreeMap::new();
+    let mut names = BTreeSet::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "py") {
             continue;
         }
         for line in std::fs::read_to_string(&path).unwrap().lines() {
-            let Some(args) = line
-                .strip_prefix("@tool(")
-                .and_then(|rest| rest.strip_suffix(')'))
-            else {
+            let Some(args) = line.strip_prefix("@tool(") else {
                 continue;
             };
-            let parts: Vec<&str> = args.split(',').map(str::trim).collect();
-            let unquote = |s: &str| s.trim_matches('"').to_owned();
-            let mutates = match parts[1] {
-                "True" => true,
-                "False" => false,
-                other => panic!("{}: mutates {other:?} in {line:?}", path.display()),
-            };
-            // Keyword arguments (`keeps_structure=True`) are the kernel's own, not capabilities.
-            let capabilities = parts[2..]
-                .iter()
-                .filter(|part| !part.contains('='))
-                .map(|c| unquote(c))
-                .collect();
-            let name = unquote(parts[0]);
-            assert!(
-                table
-                    .insert(name.clone(), (mutates, capabilities))
-                    .is_none(),
-                "{name} registered twice"
-            );
+            let name = args
+                .split([',', ')'])
+                .next()
+                .unwrap()
+                .trim()
+                .trim_matches('"');
+            assert!(names.insert(name.to_owned()), "{name} registered twice");
         }
     }
-    table
+    names
+}
+
+/// The table the kernel ships and builds its tools from is the default registry's.
+#[test]
+fn the_kernel_ships_the_registry_it_builds_its_table_from() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernel/vibe_kernel/registry.json");
+    let wanted = vibe_transport::kernel_registry_json(&blender_core_v1().unwrap().tools);
+    if std::env::var_os("VIBE_BLESS").is_some() {
+        std::fs::write(&path, &wanted).unwrap();
+    }
+    let shipped = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        shipped == wanted,
+        "{} is not the default registry's table; run with VIBE_BLESS=1 to write it",
+        path.display()
+    );
 }
 
 #[test]
-fn the_kernel_implements_the_registry_with_its_capabilities() {
+fn the_kernel_implements_every_registry_tool_and_no_other() {
     let registry = blender_core_v1().unwrap().tools;
-    let kernel = kernel_table();
-    let registered: BTreeSet<&str> = registry.names().collect();
-    let implemented: BTreeSet<&str> = kernel.keys().map(String::as_str).collect();
+    let registered: BTreeSet<String> = registry.names().map(String::from).collect();
     assert_eq!(
-        implemented, registered,
+        kernel_tools(),
+        registered,
         "the kernel's tools and the registry's"
     );
-    for tool in registry.tools() {
-        let (mutates, capabilities) = &kernel[&tool.name];
-        assert_eq!(*mutates, !tool.hints.read_only, "{}: mutates", tool.name);
-        assert_eq!(
-            capabilities, &tool.requires.capabilities,
-            "{}: capabilities",
-            tool.name
-        );
-    }
 }
 
 #[test]

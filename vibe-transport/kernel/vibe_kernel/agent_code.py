@@ -10,7 +10,7 @@ from .envelope import Refusal, escape_surrogates, redact_paths, sanitize
 from .tools import req_str, tool
 
 
-@tool("python.exec", True, "code_exec")
+@tool("python.exec")
 def python_exec(k, params):
     """Agent code, gated again here, under a deadline, atomic: a failed or interrupted run, or
     one that broke the actuator lock (see lock.py), is rolled back to the state before it (a file

@@ -69,14 +69,14 @@ def check_resolved(root, relative, resolved):
         raise sandbox_refusal(relative, "resolves into HUMAN_ONLY (through a link), which is for people only")
 
 
-@tool("file.save", True, "file.write", keeps_structure=True)
+@tool("file.save", keeps_structure=True)
 def file_save(k, params):
     path = sandbox_path(k, req_str(params, "path"), companions=("@",))
     k.file_op(lambda: bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False))
     return {"path": params["path"], "bytes": os.path.getsize(path)}
 
 
-@tool("render.still", True, "render", "file.write", keeps_structure=True)
+@tool("render.still", keeps_structure=True)
 def render_still(k, params):
     relative = req_str(params, "path")
     width = opt_uint(params, "width") or 320
@@ -152,7 +152,7 @@ def open_blend(k, path):
     k.file_loaded()
 
 
-@tool("file.open", True, "file.read")
+@tool("file.open")
 def file_open(k, params):
     given = req_str(params, "file")
     path = readable_blend(k, given)

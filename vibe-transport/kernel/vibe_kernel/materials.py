@@ -9,7 +9,7 @@ from .tools import (DEFAULT_MODIFIER_NAMES, MODIFIER_TYPES, check_name, estimate
                     opt_num, opt_str, opt_uint, opt_vec, principled_json, principled_node, req_str, resolve, tool)
 
 
-@tool("material.ensure_principled", True, "scene.write", keeps_structure=True)
+@tool("material.ensure_principled", keeps_structure=True)
 def ensure_principled(k, params):
     name = req_str(params, "name")
     check_name("name", name)
@@ -54,7 +54,7 @@ def mesh_object(k, params):
     return obj
 
 
-@tool("mesh.assign_material", True, "scene.write", keeps_structure=True)
+@tool("mesh.assign_material", keeps_structure=True)
 def assign_material(k, params):
     obj = mesh_object(k, params)
     mat_name = req_str(params, "material")
@@ -79,7 +79,7 @@ def sanity_refusal(field, value, limit):
                    reason="sanity_limit", field=field, limit=limit)
 
 
-@tool("modifier.add", True, "scene.write", keeps_structure=True)
+@tool("modifier.add", keeps_structure=True)
 def modifier_add(k, params):
     obj = mesh_object(k, params)
     kind = req_str(params, "modifier_type")
@@ -129,7 +129,7 @@ def modifier_add(k, params):
     return object_json(obj)
 
 
-@tool("modifier.remove", True, "scene.write", keeps_structure=True)
+@tool("modifier.remove", keeps_structure=True)
 def modifier_remove(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     name = req_str(params, "modifier_name")

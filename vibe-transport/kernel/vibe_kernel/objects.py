@@ -11,7 +11,7 @@ from .tools import (MASTER, check_name, collection_by_name, collection_parent, d
                     floats, has_collection, object_json, opt_num, opt_str, opt_vec, req_str, resolve, tool)
 
 
-@tool("scene.create_collection", True, "scene.write")
+@tool("scene.create_collection")
 def create_collection(k, params):
     name = req_str(params, "name")
     check_name("name", name)
@@ -98,7 +98,7 @@ def mesh_maker(primitive, size):
 PRIMITIVES = ("cube", "plane", "uv_sphere", "cylinder", "monkey")
 
 
-@tool("object.create", True, "scene.write")
+@tool("object.create")
 def object_create(k, params):
     kind = req_str(params, "type")
     primitive = opt_str(params, "primitive")
@@ -134,19 +134,19 @@ def create_primitive(k, params, primitive):
     return new_object(k, params, mesh_maker(primitive, 2.0 if size is None else size))
 
 
-@tool("mesh.create_cube", True, "scene.write")
+@tool("mesh.create_cube")
 def create_cube(k, params):
     return create_primitive(k, params, "cube")
 
 
-@tool("mesh.create_plane", True, "scene.write")
+@tool("mesh.create_plane")
 def create_plane(k, params):
     return create_primitive(k, params, "plane")
 
 
 # ---------------------------------------------------------------- edits
 
-@tool("object.move", True, "scene.write", keeps_structure=True)
+@tool("object.move", keeps_structure=True)
 def object_move(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     location = opt_vec(params, "location", 3)
@@ -161,7 +161,7 @@ def object_move(k, params):
     return object_json(obj)
 
 
-@tool("object.set_transform", True, "scene.write", keeps_structure=True)
+@tool("object.set_transform", keeps_structure=True)
 def set_transform(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     location = opt_vec(params, "location", 3)
@@ -178,7 +178,7 @@ def set_transform(k, params):
     return object_json(obj)
 
 
-@tool("object.rename", True, "scene.write")
+@tool("object.rename")
 def rename(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     lock.refuse_object(k, obj, "rename")
@@ -198,7 +198,7 @@ def rename(k, params):
     return {"old_name": old, "name": obj.name}
 
 
-@tool("object.delete", True, "scene.write")
+@tool("object.delete")
 def delete(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     lock.refuse_object(k, obj, "remove")
@@ -222,7 +222,7 @@ def delete(k, params):
     return {"deleted": name}
 
 
-@tool("object.assign_collection", True, "scene.write")
+@tool("object.assign_collection")
 def assign_collection(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     coll_name = req_str(params, "collection")
@@ -244,7 +244,7 @@ def assign_collection(k, params):
     return object_json(obj)
 
 
-@tool("object.set_parent", True, "scene.write", keeps_structure=True)
+@tool("object.set_parent", keeps_structure=True)
 def set_parent(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     if "parent" not in params or not (params["parent"] is None or isinstance(params["parent"], str)):
@@ -266,7 +266,7 @@ def set_parent(k, params):
     return object_json(obj)
 
 
-@tool("selection.set_active_object", True, "scene.write", keeps_structure=True)
+@tool("selection.set_active_object", keeps_structure=True)
 def set_active(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     bpy.context.view_layer.objects.active = obj

@@ -10,21 +10,21 @@ from .tools import (collections, collections_json, glob_match, has_collection, m
                     opt_uint, polygons, req_str, resolve, scene, scene_objects, surface_materials, tool)
 
 
-@tool("kernel.status", False, "scene.read")
+@tool("kernel.status")
 def kernel_status(k, params):
     return {"state": "busy" if k.state.busy else "ready", "protocol": 1,
             "blender_version": k.blender_version, "transaction_open": k.state.transaction is not None,
             "file": k.file_name()}
 
 
-@tool("scene.snapshot", False, "scene.read")
+@tool("scene.snapshot")
 def scene_snapshot(k, params):
     return {"snapshot_version": 1, "scene": scene().name, "blender_version": k.blender_version,
             "objects": [object_json(o) for o in scene_objects()],
             "collections": collections_json(), "materials": materials_json()}
 
 
-@tool("scene.telemetry", False, "scene.read")
+@tool("scene.telemetry")
 def scene_telemetry(k, params):
     by_type = {}
     for o in scene().objects:
@@ -38,7 +38,7 @@ def scene_telemetry(k, params):
             "state": "busy" if k.state.busy else "ready"}
 
 
-@tool("blender.errors", False, "scene.read")
+@tool("blender.errors")
 def blender_errors(k, params):
     limit = opt_uint(params, "limit")
     limit = 50 if limit is None else limit
@@ -48,12 +48,12 @@ def blender_errors(k, params):
     return {"errors": entries, "dropped": k.state.console_dropped}
 
 
-@tool("scene.list_collections", False, "scene.read")
+@tool("scene.list_collections")
 def list_collections(k, params):
     return {"collections": collections_json()}
 
 
-@tool("object.list", False, "scene.read")
+@tool("object.list")
 def object_list(k, params):
     kind = opt_str(params, "type")
     coll = opt_str(params, "collection")
@@ -65,12 +65,12 @@ def object_list(k, params):
     return {"objects": out}
 
 
-@tool("object.info", False, "scene.read")
+@tool("object.info")
 def object_info(k, params):
     return object_json(resolve(k, "name", req_str(params, "name")))
 
 
-@tool("scenegraph.find", False, "scene.read")
+@tool("scenegraph.find")
 def scenegraph_find(k, params):
     glob = opt_str(params, "name_glob")
     kind = opt_str(params, "type")
@@ -95,7 +95,7 @@ def scenegraph_find(k, params):
     return {"matches": matches}
 
 
-@tool("object.audit_identity", False, "scene.read")
+@tool("object.audit_identity")
 def audit_identity(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
     created = created_by_agent(k, obj)
@@ -120,6 +120,6 @@ def audit_identity(k, params):
             "risk": "high" if high else ("low" if created else "medium"), "risk_reasons": reasons}
 
 
-@tool("material.list", False, "scene.read")
+@tool("material.list")
 def material_list(k, params):
     return {"materials": materials_json()}

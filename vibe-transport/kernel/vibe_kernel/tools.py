@@ -2,14 +2,17 @@
 selection), with the same semantics as MockBlender. Every tool validates everything before it
 changes anything, so a refused call leaves the scene as it was.
 
-This module holds the tool table (`tool`, `TOOLS`), the argument checks and the scene access
+This module holds the tool table (`tool`, `TOOLS`, built from the registry shipped beside the
+kernel in registry.json: what each tool changes and needs), the argument checks and the scene access
 and answer shapes the tools share. The tools themselves are by family: reads.py, objects.py
 (objects and collections), materials.py (materials and modifiers), transactions.py,
 agent_code.py (python.exec) and files.py (file.save, file.open, render.still); the actuator
 lock's rules are in lock.py."""
 
 import array
+import json
 import math
+import os
 
 import bpy
 
@@ -26,13 +29,29 @@ TOOLS = {}
 STRUCTURAL = set()  # mutating tools after which the scene index is rebuilt
 
 
-def tool(name, mutates, *capabilities, keeps_structure=False):
-    """Registers `fn` as tool `name`, which changes the scene when `mutates` and needs every one
-    of `capabilities` (the registry's `requires.capabilities`: a Rust test checks they agree).
-    `keeps_structure`: a mutating tool that never creates, deletes, renames or relinks objects
-    or collections, so the scene index (index.py) stays valid over it."""
+def load_registry():
+    """The registry's tool table: name -> {"mutates": bool, "capabilities": [...]}. The bridge
+    writes registry.json from its registry (a Rust test keeps the shipped file equal to it)."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "registry.json")) as f:
+        return json.load(f)["tools"]
+
+
+REGISTRY = load_registry()
+
+
+def tool(name, keeps_structure=False):
+    """Registers `fn` as tool `name`, which changes the scene and needs the capabilities the
+    registry says. A name the registry does not have stops the kernel at import: the kernel
+    implements the registry, nothing else. `keeps_structure`: a mutating tool that never
+    creates, deletes, renames or relinks objects or collections, so the scene index (index.py)
+    stays valid over it."""
+    spec = REGISTRY.get(name)
+    if spec is None:
+        raise LookupError("tool %s is not in the shipped registry" % name)
+
     def register(fn):
-        TOOLS[name] = (fn, mutates, frozenset(capabilities))
+        mutates = bool(spec["mutates"])
+        TOOLS[name] = (fn, mutates, frozenset(spec["capabilities"]))
         if mutates and not keeps_structure:
             STRUCTURAL.add(name)
         return fn
@@ -348,3 +367,11 @@ def estimated_polygons(obj):
 
 # The tools, by family (each module registers its own with `tool`).
 from . import agent_code, files, materials, objects, reads, transactions  # noqa: E402,F401
+
+
+def check_complete():
+    """Every tool of the shipped registry has its function (checked when a kernel starts, once
+    every family module is imported)."""
+    missing = sorted(set(REGISTRY) - set(TOOLS))
+    if missing:
+        raise LookupError("the kernel does not implement the registry's %s" % missing)

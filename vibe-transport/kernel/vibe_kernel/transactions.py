@@ -10,7 +10,7 @@ def tx_misuse(rule, message, **details):
     return Refusal("contract_violation", message, rule=rule, **details)
 
 
-@tool("transaction.begin", True, "transactions", keeps_structure=True)
+@tool("transaction.begin", keeps_structure=True)
 def tx_begin(k, params):
     label = opt_str(params, "label")
     if k.state.transaction is not None:
@@ -36,14 +36,14 @@ def take_transaction(k, action):
     return tx, record
 
 
-@tool("transaction.commit", True, "transactions", keeps_structure=True)
+@tool("transaction.commit", keeps_structure=True)
 def tx_commit(k, params):
     (tx_id, kept), _ = take_transaction(k, "commit")
     snapshot.discard(kept)
     return {"transaction": tx_id, "committed": True}
 
 
-@tool("transaction.rollback", True, "transactions")
+@tool("transaction.rollback")
 def tx_rollback(k, params):
     force = params.get("force", False)
     if not isinstance(force, bool):

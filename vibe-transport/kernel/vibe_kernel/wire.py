@@ -53,6 +53,7 @@ class Kernel:
     """Executes frames on Blender's main thread."""
 
     def __init__(self):
+        tools.check_complete()
         self.blender_version = blender_version()
         self.shared = Shared(offered_features())
         # The session of the frame being run (each connection has its own; see state.py).
