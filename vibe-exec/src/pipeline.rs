@@ -63,6 +63,11 @@ pub enum PipelineError {
     },
 }
 
+/// `elapsed`, down to whole milliseconds.
+fn whole_millis(elapsed: Duration) -> Duration {
+    Duration::from_millis(elapsed.as_millis() as u64)
+}
+
 /// The stages every pipeline starts with, in order.
 pub fn default_stages() -> Vec<Arc<dyn Stage>> {
     vec![
@@ -429,8 +434,9 @@ impl Pipeline {
             };
             match slot {
                 Ok(_permit) => {
-                    // The wait for a slot counted against the deadline.
-                    let left = deadline.saturating_sub(arrived.elapsed());
+                    // The wait for a slot counted against the deadline, in whole milliseconds
+                    // (a deadline is said in milliseconds on the wire and in answers).
+                    let left = deadline.saturating_sub(whole_millis(arrived.elapsed()));
                     self.run_call(id, tool, params, None, flight.token.clone(), left)
                         .await
                 }
@@ -513,7 +519,9 @@ impl Pipeline {
             let window = Arc::clone(&window);
             async move {
                 let token = flight.token.clone();
-                let left = self.deadline_for(&tool).saturating_sub(arrived.elapsed());
+                let left = self
+                    .deadline_for(&tool)
+                    .saturating_sub(whole_millis(arrived.elapsed()));
                 self.run_call(id, &tool, params, Some(window), token, left)
                     .await
             }

@@ -214,10 +214,11 @@ impl Transport for SupervisedKernel {
             },
         };
         let _shared = shared;
-        // The wait for its turn counted against the deadline: the kernel gets what is left.
+        // The wait for its turn counted against the deadline (in whole milliseconds, as deadlines
+        // are said on the wire): the kernel gets what is left.
         call.deadline = call
             .deadline
-            .saturating_sub(arrived.elapsed())
+            .saturating_sub(Duration::from_millis(arrived.elapsed().as_millis() as u64))
             .max(Duration::from_millis(1));
         let started = tokio::time::Instant::now();
         let deadline = call.deadline;
