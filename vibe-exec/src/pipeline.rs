@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 use vibe_audit::{AuditWriter, Event, RecordKind};
 use vibe_contract::Agreement;
 use vibe_errors::{Envelope, ErrorBody, ErrorCode, Meta, Reason};
-use vibe_transport::{CancellationToken, SessionConfig, Transport, TransportError};
+use vibe_transport::{CancellationToken, SessionConfig, Transport, TransportError, deadline_left};
 
 use crate::batch::BatchWindow;
 use crate::phase::{CallContext, Phase, Stage};
@@ -61,11 +61,6 @@ pub enum PipelineError {
         /// The project root.
         root: String,
     },
-}
-
-/// `elapsed`, down to whole milliseconds.
-fn whole_millis(elapsed: Duration) -> Duration {
-    Duration::from_millis(elapsed.as_millis() as u64)
 }
 
 /// The stages every pipeline starts with, in order.
@@ -434,9 +429,8 @@ impl Pipeline {
             };
             match slot {
                 Ok(_permit) => {
-                    // The wait for a slot counted against the deadline, in whole milliseconds
-                    // (a deadline is said in milliseconds on the wire and in answers).
-                    let left = deadline.saturating_sub(whole_millis(arrived.elapsed()));
+                    // The wait for a slot counted against the deadline.
+                    let left = deadline_left(deadline, arrived);
                     self.run_call(id, tool, params, None, flight.token.clone(), left)
                         .await
                 }
@@ -519,9 +513,7 @@ impl Pipeline {
             let window = Arc::clone(&window);
             async move {
                 let token = flight.token.clone();
-                let left = self
-                    .deadline_for(&tool)
-                    .saturating_sub(whole_millis(arrived.elapsed()));
+                let left = deadline_left(self.deadline_for(&tool), arrived);
                 self.run_call(id, &tool, params, Some(window), token, left)
                     .await
             }
@@ -547,7 +539,7 @@ impl Pipeline {
             tool: tool.to_owned(),
             spec: None,
             params,
-            deadline: deadline.max(Duration::from_millis(1)),
+            deadline,
             answer: None,
             meta: Meta::default(),
             transport_calls: 0,

@@ -428,7 +428,7 @@ impl Session {
         };
         let call = vibe_transport::Call::new(tool, params, deadline).cancelled_by(cancel.clone());
         let answer = self.transport.call(call).await?;
-        Ok(crate::stages::ret::sealed(snapshot, answer))
+        Ok(vibe_transport::snapshot::returned(snapshot, answer))
     }
 
     pub(crate) fn audit(&self, event: Event) {

@@ -228,18 +228,13 @@ fn registries() -> Result<&'static vibe_contract::Registries, String> {
 
 /// An answer as a caller of the pipeline gets it from its return phase: a snapshot tool's
 /// result (`hints.snapshot`) sealed, an error completed with its guidance. The scenarios run
-/// transports bare, so they apply the same two steps; the pipeline's `seal` stage is the other
-/// caller of the same functions.
+/// transports bare, so they apply the pipeline's return step ([`crate::snapshot::returned`]).
 pub fn as_returned(tool: &str, envelope: Envelope) -> Envelope {
     let snapshot = registries()
         .ok()
         .and_then(|r| r.tools.get(tool))
         .is_some_and(|spec| spec.hints.snapshot);
-    match envelope {
-        Envelope::Ok(result) if snapshot => Envelope::Ok(crate::snapshot::sealed(result)),
-        Envelope::Err(error) => Envelope::Err(error.with_guidance()),
-        other => other,
-    }
+    crate::snapshot::returned(snapshot, envelope)
 }
 
 /// Whether an answer keeps the registry's promise for its tool: a result valid by the tool's

@@ -111,7 +111,7 @@ pub use frame::{
     Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig, TransactionCarry,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use transport::{CANCEL_GRACE, Call, CodeBoundary, Transport};
+pub use transport::{CANCEL_GRACE, Call, CodeBoundary, Transport, deadline_left};
 
 #[cfg(any(feature = "stdio", feature = "tcp"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "stdio", feature = "tcp"))))]

@@ -107,6 +107,22 @@ pub fn content_fingerprint(snapshot: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// An answer as the bridge returns it: a snapshot tool's result (`snapshot`: the tool's
+/// `hints.snapshot`) sealed, an error completed with its guidance (class, retryable, recovery;
+/// the message sanitized again). The pipeline's `seal` stage, its stages' reads and the
+/// conformance scenarios all return answers through this one step.
+pub fn returned(snapshot: bool, answer: vibe_errors::Envelope) -> vibe_errors::Envelope {
+    use vibe_errors::Envelope;
+    match answer {
+        Envelope::Ok(mut result) if snapshot => {
+            seal(&mut result);
+            Envelope::Ok(result)
+        }
+        Envelope::Err(error) => Envelope::Err(error.with_guidance()),
+        other => other,
+    }
+}
+
 /// A snapshot result, sealed: what the bridge's return phase gives a caller.
 pub fn sealed(mut snapshot: Value) -> Value {
     seal(&mut snapshot);

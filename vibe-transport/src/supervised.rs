@@ -214,12 +214,8 @@ impl Transport for SupervisedKernel {
             },
         };
         let _shared = shared;
-        // The wait for its turn counted against the deadline (in whole milliseconds, as deadlines
-        // are said on the wire): the kernel gets what is left.
-        call.deadline = call
-            .deadline
-            .saturating_sub(Duration::from_millis(arrived.elapsed().as_millis() as u64))
-            .max(Duration::from_millis(1));
+        // The wait for its turn counted against the deadline: the kernel gets what is left.
+        call.deadline = crate::transport::deadline_left(call.deadline, arrived);
         let started = tokio::time::Instant::now();
         let deadline = call.deadline;
         // A kernel that died between calls (killed, out of memory) is replaced, with the last

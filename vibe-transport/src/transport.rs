@@ -16,6 +16,16 @@ use crate::frame::{Hello, SessionConfig};
 /// kernel still running the call then is killed and replaced.
 pub const CANCEL_GRACE: Duration = Duration::from_millis(1_000);
 
+/// What is left of `deadline` after waiting since `since` (for a call slot, a turn): the wait
+/// counts in whole milliseconds, as deadlines are said on the wire and in answers, so a call
+/// that did not wait keeps its deadline to the millisecond. At least 1 ms.
+pub fn deadline_left(deadline: Duration, since: tokio::time::Instant) -> Duration {
+    let waited = Duration::from_millis(since.elapsed().as_millis() as u64);
+    deadline
+        .saturating_sub(waited)
+        .max(Duration::from_millis(1))
+}
+
 /// One tool call as the transport carries it. The transport gives it its wire id: ids are the
 /// transport's business, never the caller's.
 #[derive(Clone, Debug)]

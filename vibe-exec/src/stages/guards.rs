@@ -94,7 +94,7 @@ impl Stage for BusyGuard {
         "busy"
     }
     async fn run(&self, call: &mut CallContext, session: &Session) -> Result<(), ErrorBody> {
-        if call.mutates() && session.busy.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+        if call.mutates() && session.is_busy() {
             return Err(ErrorBody::from_reason(
                 Reason::Busy,
                 "Blender is saving a file; wait until kernel.status says ready",

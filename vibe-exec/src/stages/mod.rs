@@ -3,7 +3,7 @@
 mod execute;
 mod guards;
 mod plan;
-pub(crate) mod ret;
+mod ret;
 mod storage;
 mod validate;
 mod verify;

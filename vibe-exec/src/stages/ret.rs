@@ -2,7 +2,7 @@
 //! the image a tool made.
 
 use async_trait::async_trait;
-use vibe_errors::{Determinism, Envelope, ErrorBody, Image, MAX_IMAGE_BYTES};
+use vibe_errors::{Determinism, ErrorBody, Image, MAX_IMAGE_BYTES};
 
 use crate::phase::{CallContext, Phase, Stage};
 use crate::session::Session;
@@ -24,20 +24,11 @@ impl Stage for SealStage {
     }
     async fn run(&self, call: &mut CallContext, _session: &Session) -> Result<(), ErrorBody> {
         let snapshot = call.spec().is_some_and(|spec| spec.hints.snapshot);
-        call.answer = call.answer.take().map(|answer| sealed(snapshot, answer));
+        call.answer = call
+            .answer
+            .take()
+            .map(|answer| vibe_transport::snapshot::returned(snapshot, answer));
         Ok(())
-    }
-}
-
-/// An answer sealed as [`SealStage`] does it (`snapshot`: the tool's `hints.snapshot`).
-pub(crate) fn sealed(snapshot: bool, answer: Envelope) -> Envelope {
-    match answer {
-        Envelope::Ok(mut result) if snapshot => {
-            vibe_transport::snapshot::seal(&mut result);
-            Envelope::Ok(result)
-        }
-        Envelope::Err(error) => Envelope::Err(error.with_guidance()),
-        other => other,
     }
 }
 

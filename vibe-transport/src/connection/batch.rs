@@ -119,7 +119,7 @@ impl Connection {
                 .map(|((position, _, receiver), guard)| async move {
                     let call = &calls[position];
                     let answer = self
-                        .wait(guard, receiver, start, call.deadline, Some(&call.cancel))
+                        .wait(guard, receiver, start, call.deadline, &call.cancel)
                         .await;
                     (position, answer)
                 });

@@ -356,9 +356,7 @@ impl Connection {
             self.forget(id);
             return Err(error);
         }
-        let answer = self
-            .wait(guard, receiver, start, deadline, Some(cancel))
-            .await;
+        let answer = self.wait(guard, receiver, start, deadline, cancel).await;
         drop(permit);
         answer
     }
@@ -461,11 +459,9 @@ impl Connection {
         mut receiver: oneshot::Receiver<Result<Envelope, TransportError>>,
         start: tokio::time::Instant,
         deadline: Duration,
-        cancel: Option<&CancellationToken>,
+        cancel: &CancellationToken,
     ) -> Result<Envelope, TransportError> {
         let until = start + deadline;
-        let never = CancellationToken::new();
-        let cancel = cancel.unwrap_or(&never);
         let first = tokio::select! {
             biased;
             answer = &mut receiver => Some(answer),
