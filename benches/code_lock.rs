@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use vibe::contract::{BridgePolicy, CAP_CODE_EXEC, blender_core_v1};
+use vibe::contract::{BridgePolicy, CAP_CODE_EXEC, default_registries};
 use vibe::errors::Envelope;
 use vibe::exec::Pipeline;
 use vibe::transport::jail::Jail;
@@ -307,7 +307,7 @@ fn live(c: &mut Criterion) {
     let plain = Arc::new(b.rt.block_on(spawn(b.options())));
     b.load_scene(&plain);
     let unsupervised = b.rt.block_on(pipeline(plain.clone(), "bench-unsupervised"));
-    let registry = blender_core_v1().unwrap().tools;
+    let registry = default_registries().unwrap().tools;
     let supervised = |boundary: bool, spare: bool| {
         let factory = {
             let python = b.python.clone();

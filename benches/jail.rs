@@ -300,7 +300,7 @@ fn live(c: &mut Criterion) {
         let jail = b.jail.clone();
         kernel_factory(move || StdioOptions::jailed_bpy_python(&python, &jail))
     };
-    let registry = vibe::contract::blender_core_v1().unwrap().tools;
+    let registry = vibe::contract::default_registries().unwrap().tools;
     let supervised =
         b.rt.block_on(SupervisedKernel::start(factory, registry))
             .unwrap();

@@ -41,7 +41,7 @@ use serde_json::{Value, json};
 use support::{Figures, bpy_python, runtime};
 use vibe::audit::{AuditLog, AuditWriter, FileOptions, FileSink, Overflow, Redactor};
 use vibe::contract::{
-    BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, blender_core_v1, negotiate,
+    BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, default_registries, negotiate,
 };
 use vibe::exec::Pipeline;
 use vibe::transport::{Call, SessionConfig, StdioOptions, StdioTransport, Transport};
@@ -222,7 +222,7 @@ async fn pipeline(python: &Path, audit: Option<Arc<AuditWriter>>) -> Pipeline {
         &HostProposal::new("bench", host),
         &policy,
         &transport.hello().blender,
-        &blender_core_v1().unwrap(),
+        &default_registries().unwrap(),
     )
     .unwrap();
     let mut builder = Pipeline::builder(agreement, transport).code_gate();

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use vibe::contract::{
-    BridgePolicy, CAP_CODE_EXEC, Constraints, HostProfile, HostProposal, blender_core_v1, negotiate,
+    BridgePolicy, CAP_CODE_EXEC, Constraints, HostProfile, HostProposal, default_registries,
+    negotiate,
 };
 use vibe::errors::Envelope;
 use vibe::exec::{Pipeline, Sandbox};
@@ -51,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("set VIBE_BPY_PYTHON (a Python with bpy) or VIBE_BLENDER (a blender binary)");
         std::process::exit(2);
     };
-    let registries = blender_core_v1()?;
+    let registries = default_registries()?;
     let kernel = Arc::new(
         SupervisedKernel::start(factory, Arc::clone(&registries.tools))
             .await?

@@ -15,7 +15,7 @@ use std::sync::Arc;
 mod agent_session;
 
 use vibe::audit::{AuditLog, AuditWriter, FileOptions, Overflow, Redactor, verify_files};
-use vibe::contract::{BridgePolicy, HostProfile, HostProposal, blender_core_v1, negotiate};
+use vibe::contract::{BridgePolicy, HostProfile, HostProposal, default_registries, negotiate};
 use vibe::exec::Pipeline;
 use vibe::transport::{MockBlender, MockTransport, Transport};
 
@@ -30,7 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "kernel: {} {} in Blender {} (background: {})",
         hello.kernel, hello.kernel_version, hello.blender.version, hello.blender.background
     );
-    let registries = blender_core_v1()?;
+    let registries = default_registries()?;
     let host = HostProfile {
         name: "quickstart".into(),
         version: env!("CARGO_PKG_VERSION").into(),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::audit::AuditWriter;
 use crate::contract::{
     BridgePolicy, CAP_CODE_EXEC, Constraints, HostProfile, HostProposal, Refusal, RegistryError,
-    blender_core_v1, negotiate,
+    default_registries, negotiate,
 };
 use crate::exec::{Pipeline, PipelineError, ProjectRoot, Sandbox};
 use crate::transport::jail::Jail;
@@ -117,6 +117,7 @@ pub fn connect(target: Target) -> Connect {
         audit: None,
         host: "vibe-embedder".into(),
         jail: true,
+        packs: None,
     }
 }
 
@@ -132,6 +133,7 @@ pub struct Connect {
     audit: Option<Arc<AuditWriter>>,
     host: String,
     jail: bool,
+    packs: Option<BTreeSet<String>>,
 }
 
 impl Connect {
@@ -139,6 +141,14 @@ impl Connect {
     /// `transactions`); `code_exec` also needs a jailed kernel or the GUI operator's opt-in.
     pub fn capabilities<S: Into<String>>(mut self, wanted: impl IntoIterator<Item = S>) -> Connect {
         self.capabilities = wanted.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The tool packs the session selects (`core` always; without this, the default packs:
+    /// core, look, io and code). The contract's 35-tool cap applies to the selection: for
+    /// example look, animate and code fit, look, animate and io do not.
+    pub fn packs<S: Into<String>>(mut self, packs: impl IntoIterator<Item = S>) -> Connect {
+        self.packs = Some(packs.into_iter().map(Into::into).collect());
         self
     }
 
@@ -226,7 +236,7 @@ impl Connect {
             true => StdioOptions::jailed_blender(&program, &jail),
             false => StdioOptions::jailed_bpy_python(&program, &jail),
         });
-        let mut kernel = SupervisedKernel::start(factory, blender_core_v1()?.tools).await?;
+        let mut kernel = SupervisedKernel::start(factory, default_registries()?.tools).await?;
         if self.capabilities.contains(CAP_CODE_EXEC) {
             // Every agent code call retires its kernel: a warm spare spares the wait.
             kernel = kernel.with_warm_spare().await;
@@ -260,6 +270,7 @@ impl Connect {
         };
         let mut proposal = HostProposal::new(format!("{}-{}", self.host, std::process::id()), host);
         proposal.constraints = self.constraints.clone();
+        proposal.packs = self.packs.clone();
         let mut policy = BridgePolicy::default();
         if self.capabilities.contains(CAP_CODE_EXEC) {
             policy.capabilities.insert(CAP_CODE_EXEC.into());
@@ -271,7 +282,7 @@ impl Connect {
             &proposal,
             &policy,
             &transport.hello().blender,
-            &blender_core_v1()?,
+            &default_registries()?,
         )
         .map_err(|refusal| ConnectError::Refused(Box::new(refusal)))?;
         let mut builder = Pipeline::builder(agreement, transport).code_gate();

@@ -8,7 +8,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use vibe_contract::{
-    BlenderProfile, BridgePolicy, Fingerprint, HostProfile, HostProposal, blender_core_v1,
+    BlenderProfile, BridgePolicy, Fingerprint, HostProfile, HostProposal, default_registries,
     negotiate,
 };
 
@@ -44,7 +44,7 @@ fn setup() -> (HostProposal, BridgePolicy, BlenderProfile) {
 }
 
 fn negotiation(c: &mut Criterion) {
-    let registries = blender_core_v1().unwrap();
+    let registries = default_registries().unwrap();
     let (proposal, policy, blender) = setup();
     let agreed = negotiate(&proposal, &policy, &blender, &registries)
         .unwrap()
@@ -60,7 +60,7 @@ fn negotiation(c: &mut Criterion) {
 }
 
 fn fingerprinting(c: &mut Criterion) {
-    let registries = blender_core_v1().unwrap();
+    let registries = default_registries().unwrap();
     let value = serde_json::to_value(registries.tools.as_ref()).unwrap();
     let bytes = serde_json::to_vec(&value).unwrap().len() as u64;
     let mut group = c.benchmark_group("fingerprint");

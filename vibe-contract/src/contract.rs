@@ -361,8 +361,11 @@ pub struct SessionContract {
     pub blender_profile: BlenderProfile,
     /// What the session may do.
     pub capabilities: Capabilities,
-    /// The tool registry the session uses.
+    /// The tool registry the session uses (the catalog of every pack).
     pub tool_registry_ref: RegistryRef,
+    /// The packs the session selected, by short name, each with its own registry reference.
+    #[serde(default)]
+    pub packs: std::collections::BTreeMap<String, RegistryRef>,
     /// The macro registry, when macros were negotiated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub macro_registry_ref: Option<RegistryRef>,

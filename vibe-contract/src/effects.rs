@@ -135,28 +135,59 @@ impl Effect {
 
     /// The data-block's name in a result, and whether the effect happened (`if_result`).
     pub fn in_result<'a>(&self, result: &'a Value) -> Option<&'a str> {
+        self.in_results(result).into_iter().next()
+    }
+
+    /// Every data-block the result names: one, or each string of an array when the path ends
+    /// in `*` (`objects.*`: an import's new objects).
+    pub fn in_results<'a>(&self, result: &'a Value) -> Vec<&'a str> {
         if let Some(flag) = &self.if_result
             && result.get(flag).and_then(Value::as_bool) != Some(true)
         {
-            return None;
+            return Vec::new();
         }
-        let mut at = result;
-        for step in self.result.as_deref()?.split('.') {
-            at = match (at, step.parse::<i64>()) {
-                (Value::Array(items), Ok(i)) => {
-                    let index = if i < 0 {
-                        items.len().checked_sub(i.unsigned_abs() as usize)?
-                    } else {
-                        i as usize
-                    };
-                    items.get(index)?
-                }
-                (value, _) => value.get(step)?,
-            };
+        let Some(path) = self.result.as_deref() else {
+            return Vec::new();
+        };
+        match path.strip_suffix("*") {
+            Some(prefix) => {
+                let array = match prefix.strip_suffix('.') {
+                    Some(parent) => walk(result, parent),
+                    None => Some(result),
+                };
+                array
+                    .and_then(Value::as_array)
+                    .map(|items| items.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default()
+            }
+            None => walk(result, path)
+                .and_then(Value::as_str)
+                .into_iter()
+                .collect(),
         }
-        at.as_str()
     }
+}
 
+/// The value at a dot-separated path of object keys and array indexes (`-1` is the last).
+fn walk<'a>(result: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut at = result;
+    for step in path.split('.') {
+        at = match (at, step.parse::<i64>()) {
+            (Value::Array(items), Ok(i)) => {
+                let index = if i < 0 {
+                    items.len().checked_sub(i.unsigned_abs() as usize)?
+                } else {
+                    i as usize
+                };
+                items.get(index)?
+            }
+            (value, _) => value.get(step)?,
+        };
+    }
+    Some(at)
+}
+
+impl Effect {
     /// A description of a malformed declaration, if it is one: the fields each action needs.
     pub(crate) fn problem(&self) -> Option<&'static str> {
         match self.action {
@@ -195,6 +226,19 @@ mod tests {
         assert!(!unlink.applies(&json!({"name": "Cube"}), &linking));
         assert!(!unlink.applies(&json!({"name": "Cube", "mode": "link"}), &moving));
         assert!(unlink.applies(&json!({"name": "Cube", "mode": "move"}), &linking));
+    }
+
+    #[test]
+    fn a_result_path_ending_in_a_star_names_every_string_of_the_array() {
+        let imported: Effect = serde_json::from_value(
+            json!({"action": "create", "kind": "object", "result": "objects.*"}),
+        )
+        .unwrap();
+        let result = json!({"objects": ["Chair", "Table", 3]});
+        assert_eq!(imported.in_results(&result), ["Chair", "Table"]);
+        assert_eq!(imported.in_result(&result), Some("Chair"));
+        assert!(imported.in_results(&json!({"objects": []})).is_empty());
+        assert!(imported.in_results(&json!({"objects": "Chair"})).is_empty());
     }
 
     #[test]

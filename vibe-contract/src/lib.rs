@@ -7,7 +7,7 @@
 //! ```
 //! use vibe_contract::{BlenderProfile, BridgePolicy, HostProfile, HostProposal, negotiate};
 //!
-//! let registries = vibe_contract::blender_core_v1().unwrap();
+//! let registries = vibe_contract::default_registries().unwrap();
 //! let blender = BlenderProfile {
 //!     version: "5.0.1".parse().unwrap(),
 //!     build_hash: None,
@@ -73,13 +73,27 @@
 //! | `capabilities.feature_flags` (`ui`) and `ui_optional` | negotiation leaves a tool that declares `requires.ui` out unless the `ui` flag was negotiated on a Blender with a window; `ui_optional` tells the host whether it asked for the UI at all | `capability_missing`, naming the UI | `negotiation.rs` `a_ui_tool_needs_the_ui_flag_and_a_window` |
 //! | `audit` (`verbosity`, `keep_code`, `keep_paths`, `sinks`) | `vibe-audit`'s redaction and writer; security records are synced to the sink before the answer that reports them, whatever the writer's overflow and durability modes (`AuditWriter::record_durable`); a kernel the bridge replaced is a `recovered` record, a restart nobody asked for a `security` one | (records, not refusals) | `vibe-audit/tests/chain.rs` `redaction_follows_the_audit_policy`, `a_security_record_is_durable_before_it_returns_and_never_dropped`; `vibe-exec/tests/audit_records.rs` |
 //!
-//! ## The default registry: blender-core v1
+//! ## The default registries: packs under the cap
 //!
-//! 32 tools (the spec's 15 plus kernel status, telemetry, console errors, identity audit,
-//! transactions, object info / transform / rename, modifiers, material list, file save, still
-//! render, file open and `python.exec`) and 4 macros. Its fingerprint (a test keeps this line current):
+//! The contract caps a session at [`MAX_TOOLS`] (35) tools, so the tools come in packs, each a
+//! registry of its own with its own version and fingerprint ([`Pack`]); a host selects packs at
+//! negotiation (`HostProposal::packs`; `core` always), the cap applies to the tools the
+//! selection lets the session call, and a selection past it is refused with
+//! `tool_surface_exceeded`, naming each pack and its count. The contract records each selected
+//! pack's reference (`SessionContract::packs`); the catalog of every pack ([`catalog`]) is what
+//! a kernel implements and what `tool_registry_ref` pins.
 //!
-//! `blender-core 1.3.0 = blake3:440139088ce0a5cec8bfcab19d06466172949a5ea1d9bb4bfb39e9a7f062bf74`
+//! | pack | registry | tools | default |
+//! |---|---|---|---|
+//! | `core` | blender-core 2.0.0 | 29: the spec's 15 and the seeds' operations (kernel status, telemetry, console errors, identity audit, transactions, object info / transform / rename, modifiers, material list, still render) | always |
+//! | `io` | blender-io 1.0.0 | 2: `file.save`, `file.open` | yes |
+//! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
+//!
+//! blender-core 2.0.0 is blender-core 1.3.0 with `file.save`, `file.open` and `python.exec`
+//! moved to their packs; a host that names no packs gets the same 32 tools as before.
+//! The catalog's fingerprint (a test keeps this line current):
+//!
+//! `blender 2.0.0 = blake3:5734556c3fac76d4f5dc94f36620108cd01e0cf9e010b478972e52f0b0fb80ba`
 //!
 //! ## Performance
 //!
@@ -97,6 +111,7 @@ mod fingerprint;
 mod macro_registry;
 mod mcp;
 pub mod negotiate;
+mod pack;
 mod registry_error;
 mod schema_check;
 mod tool_registry;
@@ -105,7 +120,8 @@ mod version;
 pub use confinement::Confinement;
 pub use contract::*;
 pub use default_registry::{
-    BLENDER_CORE_V1_MACROS_YAML, BLENDER_CORE_V1_TOOLS_YAML, blender_core_v1,
+    CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML, MACROS_YAML,
+    default_registries,
 };
 pub use effects::{DataKind, Effect, EffectAction};
 pub use fingerprint::{
@@ -115,6 +131,7 @@ pub use macro_registry::{Condition, MacroRegistry, MacroSpec, MacroStep, Rollbac
 pub use negotiate::{
     Agreement, BridgePolicy, FLAG_UI, HostProposal, Refusal, RefusalRule, Registries, negotiate,
 };
+pub use pack::{CORE_PACK, Pack, catalog};
 pub use registry_error::RegistryError;
 pub use tool_registry::{
     BridgeCheck, MAX_TOOLS, TimeClass, ToolHints, ToolRegistry, ToolRequirements, ToolSpec,

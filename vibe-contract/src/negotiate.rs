@@ -35,6 +35,7 @@ use vibe_errors::{ErrorBody, ErrorCode};
 use crate::contract::*;
 use crate::fingerprint::Fingerprint;
 use crate::macro_registry::MacroRegistry;
+use crate::pack::{CORE_PACK, Pack};
 use crate::tool_registry::{MAX_TOOLS, ToolRegistry, ToolSpec};
 
 /// Feature flag: the host needs Blender's UI.
@@ -57,7 +58,12 @@ pub struct HostProposal {
     /// The macro registry the host expects, if it pins one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub macro_registry_ref: Option<RegistryRef>,
-    /// The tools the host wants, by name; none means every available tool.
+    /// The packs the host selects by name (`core` is always included); none means the
+    /// registries' default packs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packs: Option<BTreeSet<String>>,
+    /// The tools the host wants, by name, among those of the selected packs; none means every
+    /// available tool of the selected packs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<BTreeSet<String>>,
     /// Limits the host proposes; none takes the bridge's.
@@ -80,6 +86,7 @@ impl HostProposal {
             host_profile,
             tool_registry_ref: None,
             macro_registry_ref: None,
+            packs: None,
             tools: None,
             limits: None,
             constraints: None,
@@ -96,6 +103,7 @@ impl HostProposal {
             host_profile: contract.host_profile.clone(),
             tool_registry_ref: Some(contract.tool_registry_ref.clone()),
             macro_registry_ref: contract.macro_registry_ref.clone(),
+            packs: Some(contract.packs.keys().cloned().collect()),
             tools: Some(contract.capabilities.tools.iter().cloned().collect()),
             limits: Some(contract.limits.clone()),
             constraints: Some(contract.constraints.clone()),
@@ -165,10 +173,52 @@ impl Default for BridgePolicy {
 /// The registries the bridge offers.
 #[derive(Clone, Debug)]
 pub struct Registries {
-    /// Tools.
+    /// Every tool of every pack (the catalog).
     pub tools: Arc<ToolRegistry>,
     /// Macros, if any.
     pub macros: Option<Arc<MacroRegistry>>,
+    /// The packs the tools come in, `core` first.
+    pub packs: Vec<Pack>,
+}
+
+impl Registries {
+    /// Registries of one pack, `core`, holding every tool.
+    pub fn new(tools: ToolRegistry, macros: Option<MacroRegistry>) -> Registries {
+        let tools = Arc::new(tools);
+        Registries {
+            packs: vec![Pack {
+                name: CORE_PACK.to_owned(),
+                default: true,
+                tools: Arc::clone(&tools),
+            }],
+            tools,
+            macros: macros.map(Arc::new),
+        }
+    }
+
+    /// Registries of several packs: `tools` is their catalog (see [`crate::catalog`]) and
+    /// `packs` names `core` first.
+    pub fn with_packs(
+        tools: ToolRegistry,
+        macros: Option<MacroRegistry>,
+        packs: Vec<Pack>,
+    ) -> Registries {
+        Registries {
+            tools: Arc::new(tools),
+            macros: macros.map(Arc::new),
+            packs,
+        }
+    }
+
+    /// A pack by its short name.
+    pub fn pack(&self, name: &str) -> Option<&Pack> {
+        self.packs.iter().find(|p| p.name == name)
+    }
+
+    /// The pack a tool belongs to.
+    pub fn pack_of(&self, tool: &str) -> Option<&Pack> {
+        self.packs.iter().find(|p| p.tools.get(tool).is_some())
+    }
 }
 
 /// An agreed contract with the registry subsets it allows.
@@ -255,11 +305,13 @@ pub enum RefusalRule {
     NoTools,
     /// Rule 7: more tools than the agreed tool surface cap.
     ToolSurfaceExceeded,
+    /// Rule 7: the host selected a pack the registries do not have.
+    UnknownPack,
 }
 
 impl RefusalRule {
     /// Every rule.
-    pub const ALL: [RefusalRule; 10] = [
+    pub const ALL: [RefusalRule; 11] = [
         RefusalRule::ContractVersion,
         RefusalRule::SessionId,
         RefusalRule::ToolRegistryMismatch,
@@ -270,6 +322,7 @@ impl RefusalRule {
         RefusalRule::ToolUnavailable,
         RefusalRule::NoTools,
         RefusalRule::ToolSurfaceExceeded,
+        RefusalRule::UnknownPack,
     ];
 
     /// The wire spelling.
@@ -285,6 +338,7 @@ impl RefusalRule {
             RefusalRule::ToolUnavailable => "tool_unavailable",
             RefusalRule::NoTools => "no_tools",
             RefusalRule::ToolSurfaceExceeded => "tool_surface_exceeded",
+            RefusalRule::UnknownPack => "unknown_pack",
         }
     }
 }
@@ -367,6 +421,38 @@ fn valid_session_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// The packs a proposal selects: those it names (unknown names refused) or the default ones,
+/// and `core` always.
+fn select_packs(
+    proposal: &HostProposal,
+    registries: &Registries,
+) -> Result<BTreeSet<String>, Refusal> {
+    let mut selected: BTreeSet<String> = match &proposal.packs {
+        Some(named) => {
+            if let Some(unknown) = named.iter().find(|n| registries.pack(n).is_none()) {
+                return Err(Refusal::new(
+                    RefusalRule::UnknownPack,
+                    "packs",
+                    json!(unknown),
+                    json!(registries.packs.iter().map(|p| &p.name).collect::<Vec<_>>()),
+                    format!("there is no tool pack {unknown:?}"),
+                ));
+            }
+            named.clone()
+        }
+        None => registries
+            .packs
+            .iter()
+            .filter(|p| p.default)
+            .map(|p| p.name.clone())
+            .collect(),
+    };
+    if let Some(core) = registries.packs.first() {
+        selected.insert(core.name.clone());
+    }
+    Ok(selected)
 }
 
 /// Negotiates a session contract. Pure and deterministic: the same inputs give the same output.
@@ -521,10 +607,22 @@ pub fn negotiate(
         .cloned()
         .collect();
     // Rule 7.
+    let selected = select_packs(proposal, registries)?;
     let mut excluded = Vec::new();
     for tool in tools.tools() {
         let req = &tool.requires;
-        if !blender.version.within(req.blender_min, req.blender_max) {
+        if let Some(pack) = registries.pack_of(&tool.name)
+            && !selected.contains(&pack.name)
+        {
+            excluded.push(ExcludedTool {
+                name: tool.name.clone(),
+                code: ErrorCode::CapabilityMissing,
+                why: format!(
+                    "{} is in the {:?} pack, which this session did not select (select it at negotiation: packs)",
+                    tool.name, pack.name
+                ),
+            });
+        } else if !blender.version.within(req.blender_min, req.blender_max) {
             let range = match req.blender_max {
                 Some(max) => format!("{} to {max}", req.blender_min),
                 None => format!("{} or newer", req.blender_min),
@@ -615,14 +713,24 @@ pub fn negotiate(
         ));
     }
     if agreed.tools().len() > limits.tool_surface_cap as usize {
+        let per_pack: Vec<String> = registries
+            .packs
+            .iter()
+            .filter(|p| selected.contains(&p.name))
+            .map(|p| {
+                let count = p.tools.names().filter(|n| agreed.get(n).is_some()).count();
+                format!("{} {count}", p.name)
+            })
+            .collect();
         return Err(Refusal::new(
             RefusalRule::ToolSurfaceExceeded,
             "limits.tool_surface_cap",
             json!(agreed.tools().len()),
             json!(limits.tool_surface_cap),
             format!(
-                "{} tools exceed the tool surface cap of {}; ask for fewer tools by name",
+                "{} tools ({}) exceed the tool surface cap of {}; select fewer packs or ask for fewer tools by name",
                 agreed.tools().len(),
+                per_pack.join(", "),
                 limits.tool_surface_cap
             ),
         ));
@@ -653,6 +761,22 @@ pub fn negotiate(
             version: tools.version.clone(),
             fingerprint: tools.fingerprint().clone(),
         },
+        packs: registries
+            .packs
+            .iter()
+            .filter(|p| selected.contains(&p.name))
+            .map(|p| {
+                let tools = &p.tools;
+                (
+                    p.name.clone(),
+                    RegistryRef {
+                        name: tools.registry.clone(),
+                        version: tools.version.clone(),
+                        fingerprint: tools.fingerprint().clone(),
+                    },
+                )
+            })
+            .collect(),
         macro_registry_ref: registries.macros.as_ref().map(|macros| RegistryRef {
             name: macros.registry.clone(),
             version: macros.version.clone(),

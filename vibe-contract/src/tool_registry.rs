@@ -339,6 +339,16 @@ impl ToolRegistry {
                 max: MAX_TOOLS,
             });
         }
+        ToolRegistry::uncapped(registry, version, summary, tools)
+    }
+
+    /// As [`ToolRegistry::new`], without the tool cap: the catalog of several packs.
+    pub(crate) fn uncapped(
+        registry: impl Into<String>,
+        version: semver::Version,
+        summary: impl Into<String>,
+        tools: Vec<ToolSpec>,
+    ) -> Result<ToolRegistry, RegistryError> {
         let mut index = HashMap::with_capacity(tools.len());
         let mut mcp_names = BTreeSet::new();
         for (i, tool) in tools.iter().enumerate() {

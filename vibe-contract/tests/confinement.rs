@@ -16,7 +16,7 @@ fn negotiate_code(confinement: Confinement) -> Agreement {
         "s-code",
         host(&["scene.read", "scene.write", CAP_CODE_EXEC]),
     );
-    negotiate(&proposal, &policy, &kernel, &blender_core_v1().unwrap()).unwrap()
+    negotiate(&proposal, &policy, &kernel, &default_registries().unwrap()).unwrap()
 }
 
 fn excluded_why(agreement: &Agreement) -> Option<String> {

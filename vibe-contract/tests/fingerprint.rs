@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use vibe_contract::{Fingerprint, blender_core_v1, canonical_json};
+use vibe_contract::{Fingerprint, canonical_json, default_registries};
 
 fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
@@ -71,7 +71,7 @@ proptest! {
 
 #[test]
 fn registry_fingerprint_changes_with_any_tool_value() {
-    let registries = blender_core_v1().unwrap();
+    let registries = default_registries().unwrap();
     let original = registries.tools.fingerprint().clone();
     let changed = registries.tools.subset(|tool| tool.name != "object.delete");
     assert_ne!(changed.fingerprint(), &original);

@@ -3,7 +3,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use common::*;
 use proptest::prelude::*;
@@ -12,8 +11,9 @@ use vibe_contract::*;
 
 /// A registry whose tools span several Blender ranges, to exercise exclusion by version.
 fn ranged_registries() -> Registries {
-    let base = blender_core_v1().unwrap();
-    let mut yaml: serde_json::Value = serde_norway::from_str(&base.tools.to_yaml()).unwrap();
+    let base = default_registries().unwrap();
+    let core = &base.pack("core").unwrap().tools;
+    let mut yaml: serde_json::Value = serde_norway::from_str(&core.to_yaml()).unwrap();
     let ranges = [
         ("3.4.0", None),
         ("4.0.0", None),
@@ -30,10 +30,7 @@ fn ranged_registries() -> Registries {
     }
     yaml["version"] = json!("1.1.0");
     let tools = ToolRegistry::from_json_str(&yaml.to_string()).unwrap();
-    Registries {
-        tools: Arc::new(tools),
-        macros: None,
-    }
+    Registries::new(tools, None)
 }
 
 fn subset_of(items: &'static [&'static str]) -> impl Strategy<Value = BTreeSet<String>> {
@@ -111,7 +108,7 @@ fn proposal() -> impl Strategy<Value = HostProposal> {
                 .take(2)
                 .collect();
             host.optional_flags = optional;
-            let names: Vec<String> = blender_core_v1()
+            let names: Vec<String> = default_registries()
                 .unwrap()
                 .tools
                 .names()
@@ -151,7 +148,10 @@ fn profile() -> impl Strategy<Value = BlenderProfile> {
 }
 
 fn registries() -> impl Strategy<Value = Registries> {
-    prop_oneof![Just(blender_core_v1().unwrap()), Just(ranged_registries())]
+    prop_oneof![
+        Just(default_registries().unwrap()),
+        Just(ranged_registries())
+    ]
 }
 
 proptest! {
@@ -236,7 +236,7 @@ fn default_setup() -> (HostProposal, BridgePolicy, BlenderProfile, Registries) {
         HostProposal::new("session-1", host),
         BridgePolicy::default(),
         blender("5.0.1", true),
-        blender_core_v1().unwrap(),
+        default_registries().unwrap(),
     )
 }
 
@@ -294,6 +294,10 @@ fn refusal_cases() -> Vec<(RefusalRule, Refusal)> {
         RefusalRule::NoTools,
         run(&p, &pol, &blender("2.93.0", true), &r),
     ));
+
+    let mut x = p.clone();
+    x.packs = Some(set(&["io", "sculpt"]));
+    cases.push((RefusalRule::UnknownPack, run(&x, &pol, &b, &r)));
 
     let mut x = p.clone();
     x.limits = Some(Limits {
@@ -414,8 +418,9 @@ fn default_negotiation_and_mcp_rendering() {
 /// name is refused with the reason.
 #[test]
 fn a_ui_tool_needs_the_ui_flag_and_a_window() {
-    let base = blender_core_v1().unwrap();
-    let mut yaml: serde_json::Value = serde_norway::from_str(&base.tools.to_yaml()).unwrap();
+    let base = default_registries().unwrap();
+    let core = &base.pack("core").unwrap().tools;
+    let mut yaml: serde_json::Value = serde_norway::from_str(&core.to_yaml()).unwrap();
     let tools = yaml["tools"].as_array_mut().unwrap();
     let ui_tool = tools
         .iter_mut()
@@ -423,10 +428,10 @@ fn a_ui_tool_needs_the_ui_flag_and_a_window() {
         .unwrap();
     ui_tool["requires"]["ui"] = json!(true);
     yaml["version"] = json!("1.2.0");
-    let registries = Registries {
-        tools: Arc::new(ToolRegistry::from_json_str(&yaml.to_string()).unwrap()),
-        macros: None,
-    };
+    let registries = Registries::new(
+        ToolRegistry::from_json_str(&yaml.to_string()).unwrap(),
+        None,
+    );
     let agreed = |flags: &[&str], background: bool| {
         let mut h = host(&["scene.read", "scene.write", "transactions"]);
         h.optional_flags = flags.iter().map(|f| f.to_string()).collect();

@@ -3,15 +3,18 @@
 mod common;
 
 use vibe_contract::{
-    BLENDER_CORE_V1_MACROS_YAML, BLENDER_CORE_V1_TOOLS_YAML, MAX_TOOLS, MacroRegistry,
-    RegistryError, ToolRegistry, blender_core_v1,
+    CORE_TOOLS_YAML, MACROS_YAML, MAX_TOOLS, MacroRegistry, RegistryError, ToolRegistry,
+    default_registries,
 };
 
 #[test]
 fn default_registry_covers_the_spec_and_the_seeds() {
-    let registries = blender_core_v1().unwrap();
+    let registries = default_registries().unwrap();
+    // The catalog of every pack covers them; each pack fits the cap on its own.
     let tools = &registries.tools;
-    assert!(tools.tools().len() <= MAX_TOOLS);
+    for pack in &registries.packs {
+        assert!(pack.tools.tools().len() <= MAX_TOOLS, "{}", pack.name);
+    }
     let spec = [
         "scene.snapshot",
         "scene.list_collections",
@@ -49,7 +52,7 @@ fn default_registry_covers_the_spec_and_the_seeds() {
     for name in spec.iter().chain(&seeds) {
         assert!(
             tools.get(name).is_some(),
-            "{name} missing from blender-core v1"
+            "{name} missing from the default registries"
         );
     }
     let python = tools.get("python.exec").unwrap();
@@ -64,7 +67,7 @@ fn default_registry_covers_the_spec_and_the_seeds() {
 
 #[test]
 fn crate_docs_print_the_current_fingerprint() {
-    let registries = blender_core_v1().unwrap();
+    let registries = default_registries().unwrap();
     let line = format!(
         "{} {} = {}",
         registries.tools.registry,
@@ -80,19 +83,20 @@ fn crate_docs_print_the_current_fingerprint() {
 
 #[test]
 fn yaml_round_trip_keeps_the_fingerprint() {
-    let registries = blender_core_v1().unwrap();
-    let yaml = registries.tools.to_yaml();
-    let again = ToolRegistry::from_yaml_str(&yaml).unwrap();
-    assert_eq!(again.fingerprint(), registries.tools.fingerprint());
-    assert_eq!(&again, registries.tools.as_ref());
+    let registries = default_registries().unwrap();
+    for pack in &registries.packs {
+        let again = ToolRegistry::from_yaml_str(&pack.tools.to_yaml()).unwrap();
+        assert_eq!(again.fingerprint(), pack.tools.fingerprint());
+        assert_eq!(&again, pack.tools.as_ref());
+    }
     let macros = registries.macros.as_ref().unwrap();
-    let macros_again = MacroRegistry::from_yaml_str(&macros.to_yaml(), &again).unwrap();
+    let macros_again = MacroRegistry::from_yaml_str(&macros.to_yaml(), &registries.tools).unwrap();
     assert_eq!(macros_again.fingerprint(), macros.fingerprint());
 }
 
 #[test]
 fn every_input_schema_is_strict() {
-    let registries = blender_core_v1().unwrap();
+    let registries = default_registries().unwrap();
     for tool in registries.tools.tools() {
         assert_eq!(tool.inputs["additionalProperties"], false, "{}", tool.name);
         assert_eq!(tool.inputs["type"], "object", "{}", tool.name);
@@ -196,13 +200,13 @@ fn bad_names_ranges_and_codes_are_refused() {
 
 fn macros_with(step_tool: &str, step_args: &str, determinism: &str) -> String {
     format!(
-        "registry: m\nversion: 1.0.0\ntool_registry: blender-core\nmacros:\n  - macro_name: x\n    version: 1.0.0\n    inputs: {{ type: object, properties: {{ name: {{ type: string }} }}, additionalProperties: false }}\n    determinism: {determinism}\n    steps:\n      - tool: {step_tool}\n        args: {step_args}\n"
+        "registry: m\nversion: 1.0.0\ntool_registry: blender\nmacros:\n  - macro_name: x\n    version: 1.0.0\n    inputs: {{ type: object, properties: {{ name: {{ type: string }} }}, additionalProperties: false }}\n    determinism: {determinism}\n    steps:\n      - tool: {step_tool}\n        args: {step_args}\n"
     )
 }
 
 #[test]
 fn macro_validation() {
-    let tools = blender_core_v1().unwrap().tools;
+    let tools = default_registries().unwrap().tools;
     let ok = macros_with("object.info", "{ name: \"${name}\" }", "deterministic");
     MacroRegistry::from_yaml_str(&ok, &tools).unwrap();
     assert_eq!(
@@ -256,8 +260,8 @@ fn macro_validation() {
 
 #[test]
 fn shipped_yaml_is_exported() {
-    assert!(BLENDER_CORE_V1_TOOLS_YAML.contains("registry: blender-core"));
-    assert!(BLENDER_CORE_V1_MACROS_YAML.contains("build_and_place"));
+    assert!(CORE_TOOLS_YAML.contains("registry: blender-core"));
+    assert!(MACROS_YAML.contains("build_and_place"));
 }
 
 #[test]

@@ -42,7 +42,7 @@
 //! let transport: Arc<dyn Transport> = Arc::new(MockTransport::new(MockBlender::new()));
 //! let caps: std::collections::BTreeSet<String> = ["scene.read", "scene.write", "transactions"].map(String::from).into();
 //! let host = HostProfile { name: "doc".into(), version: "1".into(), capabilities: caps, ..HostProfile::default() };
-//! let agreement = negotiate(&HostProposal::new("s-1", host), &BridgePolicy::default(), &transport.hello().blender, &blender_core_v1().unwrap()).unwrap();
+//! let agreement = negotiate(&HostProposal::new("s-1", host), &BridgePolicy::default(), &transport.hello().blender, &default_registries().unwrap()).unwrap();
 //! let pipeline = Pipeline::builder(agreement, transport).start().await.unwrap();
 //!
 //! assert!(pipeline.call("mesh.create_cube", serde_json::json!({"name": "Box"})).await.is_ok());

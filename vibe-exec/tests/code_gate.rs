@@ -1131,7 +1131,7 @@ async fn log_only_mode_records_and_runs() {
         &proposal,
         &policy,
         &hello.blender,
-        &vibe_contract::blender_core_v1().unwrap(),
+        &vibe_contract::default_registries().unwrap(),
     )
     .unwrap();
     let dyn_transport: std::sync::Arc<dyn vibe_transport::Transport> = transport.clone();

@@ -52,7 +52,7 @@ async fn the_wait_for_a_slot_counts_against_the_deadline() {
         &proposal,
         &BridgePolicy::default(),
         &transport.hello().blender,
-        &vibe_contract::blender_core_v1().unwrap(),
+        &vibe_contract::default_registries().unwrap(),
     )
     .unwrap();
     let dyn_transport: Arc<dyn Transport> = transport.clone();

@@ -193,7 +193,7 @@ async fn max_concurrent_calls_bounds_a_thousand_calls_in_flight() {
         &proposal,
         &vibe_contract::BridgePolicy::default(),
         &transport.hello().blender,
-        &vibe_contract::blender_core_v1().unwrap(),
+        &vibe_contract::default_registries().unwrap(),
     )
     .unwrap();
     assert_eq!(agreement.contract.limits.max_concurrent_calls, 3);
@@ -264,7 +264,7 @@ async fn an_agreement_edited_after_negotiation_is_refused_at_start() {
     let mut loosened = agreement.clone();
     loosened.contract.constraints.temp_storage_mib *= 100;
     let mut swapped = agreement.clone();
-    swapped.tools = vibe_contract::blender_core_v1().unwrap().tools;
+    swapped.tools = vibe_contract::default_registries().unwrap().tools;
     for edited in [loosened, swapped] {
         let dyn_transport: std::sync::Arc<dyn Transport> = transport.clone();
         let started = vibe_exec::Pipeline::builder(edited, dyn_transport)

@@ -150,7 +150,7 @@ async fn an_unconfined_kernel_is_not_granted_code() {
         &HostProposal::new("unconfined", host),
         &policy,
         hello,
-        &blender_core_v1().unwrap(),
+        &default_registries().unwrap(),
     )
     .unwrap();
     let refusal = agreement.tool("python.exec").unwrap_err();

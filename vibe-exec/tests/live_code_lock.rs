@@ -86,7 +86,7 @@ async fn live(target: &str, disarmed: bool) -> Live {
         jail = jail.env("VIBE_KERNEL_GATE", "off");
     }
     let factory = jailed_kernels(target, jail);
-    let mut kernel = SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
+    let mut kernel = SupervisedKernel::start(factory, default_registries().unwrap().tools)
         .await
         .unwrap();
     if disarmed {

@@ -105,7 +105,7 @@ async fn session(target: &str, sandbox: &Path, root: &Path) -> Live {
     let jail = Jail::new(sandbox).read_root(root);
     let factory = jailed_kernels(target, jail);
     let kernel = Arc::new(
-        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
+        SupervisedKernel::start(factory, default_registries().unwrap().tools)
             .await
             .unwrap(),
     );
@@ -147,7 +147,7 @@ async fn fingerprint(p: &Pipeline) -> String {
 /// `modifiers`), built from the registry's declared effects: one call per protected effect and
 /// data-block of its kind, with the other required arguments filled in.
 fn every_protected_call(objects: &[&str], modifiers: &[(&str, &str)]) -> Vec<(String, Value)> {
-    let registry = blender_core_v1().unwrap().tools;
+    let registry = default_registries().unwrap().tools;
     let mut calls = Vec::new();
     for spec in registry.tools() {
         for effect in spec.effects.iter().filter(|e| e.action.is_protected()) {

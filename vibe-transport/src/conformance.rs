@@ -221,7 +221,7 @@ fn registries() -> Result<&'static vibe_contract::Registries, String> {
     static REGISTRY: std::sync::OnceLock<Result<vibe_contract::Registries, String>> =
         std::sync::OnceLock::new();
     REGISTRY
-        .get_or_init(|| vibe_contract::blender_core_v1().map_err(|e| e.to_string()))
+        .get_or_init(|| vibe_contract::default_registries().map_err(|e| e.to_string()))
         .as_ref()
         .map_err(Clone::clone)
 }

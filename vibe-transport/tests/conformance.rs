@@ -155,7 +155,7 @@ async fn scenarios_match_their_expected_outcomes_on_the_mock() {
 /// `outputs` require.
 #[test]
 fn every_registry_tool_has_a_hand_written_expectation() {
-    let registries = vibe_contract::blender_core_v1().unwrap();
+    let registries = vibe_contract::default_registries().unwrap();
     let scenarios = load_dir(&dir()).unwrap();
     let mut uncalled = Vec::new();
     let mut unstated = Vec::new();

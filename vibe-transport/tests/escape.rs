@@ -347,7 +347,7 @@ async fn supervised(
 ) -> SupervisedKernel {
     let jail = jail(sandbox, gate_off, memory);
     let factory = kernel_factory(move || target.options(&jail));
-    let registry = vibe_contract::blender_core_v1().unwrap().tools;
+    let registry = vibe_contract::default_registries().unwrap().tools;
     let kernel = SupervisedKernel::start(factory, registry)
         .await
         .unwrap_or_else(|e| panic!("{}: the jailed kernel did not start: {e}", target.name()));

@@ -212,7 +212,7 @@ mod restore {
                 kernel_factory(move || StdioOptions::jailed_blender(&blender, &jail))
             }
         };
-        let registry = vibe_contract::blender_core_v1().unwrap().tools;
+        let registry = vibe_contract::default_registries().unwrap().tools;
         let kernel = SupervisedKernel::start(factory, registry).await.unwrap();
         let session =
             support::session::code_session("restore", sandbox, Duration::from_millis(15_000));

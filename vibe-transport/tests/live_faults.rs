@@ -171,7 +171,7 @@ async fn fingerprint(t: &dyn Transport) -> String {
 async fn run_seed(python: &std::path::Path, seed: u64) -> BTreeMap<&'static str, u64> {
     let python = python.to_path_buf();
     let factory = kernel_factory(move || StdioOptions::bpy_python(&python));
-    let registry = vibe_contract::blender_core_v1().unwrap().tools;
+    let registry = vibe_contract::default_registries().unwrap().tools;
     let live = SupervisedKernel::start(factory, registry).await.unwrap();
     live.configure(&session()).await.unwrap();
     let mock = MockTransport::new(MockBlender::new());
@@ -269,7 +269,7 @@ async fn live_a_cancel_of_a_call_queued_behind_a_render_spares_the_render() {
     live("a cancel of a queued call on a supervised bpy kernel");
     let python = required("VIBE_BPY_PYTHON");
     let factory = kernel_factory(move || StdioOptions::bpy_python(&python));
-    let registry = vibe_contract::blender_core_v1().unwrap().tools;
+    let registry = vibe_contract::default_registries().unwrap().tools;
     let kernel = std::sync::Arc::new(SupervisedKernel::start(factory, registry).await.unwrap());
     let sandbox = tempfile::tempdir().unwrap();
     let session = SessionConfig::new("queued-cancel")

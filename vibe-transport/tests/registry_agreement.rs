@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use serde_json::json;
-use vibe_contract::blender_core_v1;
+use vibe_contract::default_registries;
 use vibe_transport::MockBlender;
 
 /// The names of the kernel's `@tool("name", ...)` lines (what each changes and needs comes from
@@ -40,7 +40,7 @@ fn kernel_tools() -> BTreeSet<String> {
 #[test]
 fn the_kernel_ships_the_registry_it_builds_its_table_from() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernel/vibe_kernel/registry.json");
-    let wanted = vibe_transport::kernel_registry_json(&blender_core_v1().unwrap().tools);
+    let wanted = vibe_transport::kernel_registry_json(&default_registries().unwrap().tools);
     if std::env::var_os("VIBE_BLESS").is_some() {
         std::fs::write(&path, &wanted).unwrap();
     }
@@ -54,7 +54,7 @@ fn the_kernel_ships_the_registry_it_builds_its_table_from() {
 
 #[test]
 fn the_kernel_implements_every_registry_tool_and_no_other() {
-    let registry = blender_core_v1().unwrap().tools;
+    let registry = default_registries().unwrap().tools;
     let registered: BTreeSet<String> = registry.names().map(String::from).collect();
     assert_eq!(
         kernel_tools(),
@@ -65,7 +65,7 @@ fn the_kernel_implements_every_registry_tool_and_no_other() {
 
 #[test]
 fn the_mock_implements_every_registry_tool() {
-    let registry = blender_core_v1().unwrap().tools;
+    let registry = default_registries().unwrap().tools;
     for tool in registry.tools() {
         let mut mock = MockBlender::new().with_files();
         let everything = [

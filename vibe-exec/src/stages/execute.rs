@@ -192,7 +192,7 @@ impl ExecuteStage {
             let owner = effect.owner_of(&call.params);
             match (effect.action, effect.kind) {
                 (EffectAction::Create, Some(kind)) => {
-                    if let Some(name) = effect.in_result(result) {
+                    for name in effect.in_results(result) {
                         created.created_block(kind, owner, name);
                     }
                 }

@@ -115,7 +115,7 @@ pub fn agreement_for(
     blender
         .features
         .extend(extra_caps.iter().map(|s| s.to_string()));
-    negotiate(&proposal, &policy, &blender, &blender_core_v1().unwrap()).unwrap()
+    negotiate(&proposal, &policy, &blender, &default_registries().unwrap()).unwrap()
 }
 
 pub struct Rig {
@@ -249,7 +249,7 @@ pub async fn live_jailed_pipeline(
     );
     let factory = jailed_kernels("bpy", Jail::new(sandbox));
     let transport = Arc::new(
-        SupervisedKernel::start(factory, blender_core_v1().unwrap().tools)
+        SupervisedKernel::start(factory, default_registries().unwrap().tools)
             .await
             .unwrap(),
     );

@@ -1,9 +1,9 @@
-//! An agreement as a host and the bridge negotiate it over blender-core-v1. The vibe-exec tests
+//! An agreement as a host and the bridge negotiate it over the default registries. The vibe-exec tests
 //! reach it through `support`; the benches include this file alone, by path.
 
 use vibe_contract::{
     Agreement, BlenderProfile, BridgePolicy, Constraints, HostProfile, HostProposal,
-    blender_core_v1, negotiate,
+    default_registries, negotiate,
 };
 
 /// What host `name` (the session's id too), asking for `capabilities` under `constraints`,
@@ -23,5 +23,5 @@ pub fn negotiated(
     };
     let mut proposal = HostProposal::new(name, host);
     proposal.constraints = constraints;
-    negotiate(&proposal, policy, blender, &blender_core_v1().unwrap()).unwrap()
+    negotiate(&proposal, policy, blender, &default_registries().unwrap()).unwrap()
 }

@@ -249,7 +249,7 @@ impl MockBlender {
     }
 
     fn dispatch(&mut self, tool: &str, params: &Value) -> ToolResult {
-        let registries = vibe_contract::blender_core_v1()
+        let registries = vibe_contract::default_registries()
             .map_err(|e| ErrorBody::new(ErrorCode::InternalError, e.to_string()))?;
         let spec = registries.tools.get(tool).ok_or_else(|| {
             ErrorBody::new(

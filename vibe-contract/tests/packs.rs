@@ -1,0 +1,218 @@
+//! Tool packs: what a host selects, what the cap allows, and the fingerprints the contract
+//! records.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use common::*;
+use vibe_contract::*;
+
+const EVERY_CAPABILITY: [&str; 7] = [
+    "scene.read",
+    "scene.write",
+    "transactions",
+    "file.read",
+    "file.write",
+    "render",
+    "code_exec",
+];
+
+fn negotiate_with(
+    registries: &Registries,
+    packs: Option<&[&str]>,
+    cap: u32,
+) -> Result<Agreement, Refusal> {
+    let mut blender = blender("5.0.1", true);
+    blender.features = set(&EVERY_CAPABILITY);
+    let mut proposal = HostProposal::new("s-packs", host(&EVERY_CAPABILITY));
+    proposal.packs = packs.map(set);
+    proposal.limits = Some(Limits {
+        tool_surface_cap: cap,
+        ..Limits::default()
+    });
+    let mut policy = BridgePolicy::default();
+    policy.capabilities.insert(CAP_CODE_EXEC.to_owned());
+    negotiate(&proposal, &policy, &blender, registries)
+}
+
+fn pack_tools(registries: &Registries, name: &str) -> BTreeSet<String> {
+    let pack = registries.pack(name).unwrap();
+    pack.tools.names().map(str::to_owned).collect()
+}
+
+fn agreed(agreement: &Agreement) -> BTreeSet<String> {
+    agreement
+        .contract
+        .capabilities
+        .tools
+        .iter()
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn every_pack_fits_the_cap_and_no_tool_is_in_two() {
+    let registries = default_registries().unwrap();
+    let names: Vec<&str> = registries.packs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["core", "io", "code"]);
+    let mut seen = BTreeSet::new();
+    for pack in &registries.packs {
+        assert!(pack.tools.tools().len() <= MAX_TOOLS, "{}", pack.name);
+        for tool in pack.tools.names() {
+            assert!(seen.insert(tool.to_owned()), "{tool} is in two packs");
+            assert!(
+                registries.tools.get(tool).is_some(),
+                "{tool} not in the catalog"
+            );
+        }
+    }
+    assert_eq!(seen.len(), registries.tools.tools().len());
+    // The catalog refuses a tool in two packs.
+    let core = registries.pack("core").unwrap();
+    let twice = [
+        core.clone(),
+        Pack::new("again", false, ToolRegistry::clone(&core.tools)),
+    ];
+    assert!(matches!(
+        catalog("x", semver::Version::new(1, 0, 0), "", &twice),
+        Err(RegistryError::DuplicateName { .. })
+    ));
+}
+
+#[test]
+fn a_host_that_names_no_packs_gets_the_default_ones() {
+    let registries = default_registries().unwrap();
+    let agreement = negotiate_with(&registries, None, 35).unwrap();
+    let every: BTreeSet<String> = registries.tools.names().map(str::to_owned).collect();
+    assert_eq!(agreed(&agreement), every);
+    let packs: Vec<&str> = agreement
+        .contract
+        .packs
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(packs, ["code", "core", "io"]);
+}
+
+#[test]
+fn core_is_always_selected_and_each_pack_is_recorded_with_its_own_fingerprint() {
+    let registries = default_registries().unwrap();
+    let agreement = negotiate_with(&registries, Some(&["io"]), 35).unwrap();
+    let expected: BTreeSet<String> = pack_tools(&registries, "core")
+        .union(&pack_tools(&registries, "io"))
+        .cloned()
+        .collect();
+    assert_eq!(agreed(&agreement), expected);
+    // A tool of a pack not selected answers why, naming the pack.
+    let refusal = agreement.tool("python.exec").unwrap_err();
+    assert_eq!(refusal.code.as_str(), "capability_missing");
+    assert!(
+        refusal.message.contains("\"code\" pack"),
+        "{}",
+        refusal.message
+    );
+    assert_eq!(agreement.contract.packs.len(), 2);
+    for (name, reference) in &agreement.contract.packs {
+        let pack = &registries.pack(name).unwrap().tools;
+        assert_eq!(reference.name, pack.registry);
+        assert_eq!(&reference.fingerprint, pack.fingerprint());
+    }
+    // The packs' fingerprints differ from each other and from the catalog's.
+    let fingerprints: BTreeSet<String> = registries
+        .packs
+        .iter()
+        .map(|p| p.tools.fingerprint().to_string())
+        .chain([registries.tools.fingerprint().to_string()])
+        .collect();
+    assert_eq!(fingerprints.len(), registries.packs.len() + 1);
+    // Negotiating the agreed contract again selects the same packs and gives the same contract.
+    let again = HostProposal::from_contract(&agreement.contract);
+    assert_eq!(again.packs, Some(set(&["core", "io"])));
+    // Asking by name for a tool of a pack not selected is refused, naming the pack.
+    let mut proposal = again.clone();
+    proposal.tools = Some(set(&["object.move", "python.exec"]));
+    let mut blender = blender("5.0.1", true);
+    blender.features = set(&EVERY_CAPABILITY);
+    let refusal =
+        negotiate(&proposal, &BridgePolicy::default(), &blender, &registries).unwrap_err();
+    assert_eq!(refusal.rule, RefusalRule::ToolUnavailable);
+    assert!(
+        refusal.error.message.contains("\"code\" pack"),
+        "{}",
+        refusal.error.message
+    );
+}
+
+#[test]
+fn an_unknown_pack_is_refused_naming_the_packs_there_are() {
+    let registries = default_registries().unwrap();
+    let refusal = negotiate_with(&registries, Some(&["io", "sculpt"]), 35).unwrap_err();
+    assert_eq!(refusal.rule, RefusalRule::UnknownPack);
+    let details = &refusal.envelope().to_value()["error"]["details"];
+    assert_eq!(details["proposed"], "sculpt");
+    assert_eq!(
+        details["allowed"],
+        serde_json::json!(["core", "io", "code"])
+    );
+}
+
+/// A pack set larger than the cap, made from the shipped core pack's tools: the packs of the
+/// default registries all fit together, so the cap's refusal needs packs that do not.
+fn split_registries() -> Registries {
+    let base = default_registries().unwrap();
+    let core = &base.pack("core").unwrap().tools;
+    let tools: Vec<ToolSpec> = core.tools().iter().map(|t| ToolSpec::clone(t)).collect();
+    let (first, second) = tools.split_at(20);
+    let mut renamed: Vec<ToolSpec> = second.to_vec();
+    // The second pack's own copies of 20 more tools under other names: 20 + 9 + 20 > 35.
+    for (i, tool) in first.iter().enumerate() {
+        let mut copy = tool.clone();
+        copy.name = format!("extra.tool_{i}");
+        copy.effects.clear();
+        renamed.push(copy);
+    }
+    let core =
+        ToolRegistry::new("t-core", semver::Version::new(1, 0, 0), "", first.to_vec()).unwrap();
+    let more = ToolRegistry::new("t-more", semver::Version::new(1, 0, 0), "", renamed).unwrap();
+    let packs = vec![
+        Pack::new("core", true, core),
+        Pack::new("more", false, more),
+    ];
+    let all = catalog("t", semver::Version::new(1, 0, 0), "", &packs).unwrap();
+    Registries::with_packs(all, None, packs)
+}
+
+#[test]
+fn a_selection_over_the_cap_is_refused_naming_each_pack_and_its_count() {
+    let registries = split_registries();
+    assert_eq!(
+        agreed(&negotiate_with(&registries, None, 35).unwrap()).len(),
+        20
+    );
+    let refusal = negotiate_with(&registries, Some(&["more"]), 35).unwrap_err();
+    assert_eq!(refusal.rule, RefusalRule::ToolSurfaceExceeded);
+    let envelope = refusal.envelope().to_value();
+    assert_eq!(envelope["error"]["code"], "contract_violation");
+    assert_eq!(envelope["error"]["details"]["proposed"], 49);
+    assert_eq!(envelope["error"]["details"]["allowed"], 35);
+    let message = envelope["error"]["message"].as_str().unwrap();
+    assert!(message.contains("core 20, more 29"), "{message}");
+    // Asking for fewer tools by name brings the selection under the cap.
+    let mut blender = blender("5.0.1", true);
+    blender.features = set(&EVERY_CAPABILITY);
+    let mut proposal = HostProposal::new("s-packs", host(&EVERY_CAPABILITY));
+    proposal.packs = Some(set(&["more"]));
+    proposal.tools = Some(
+        registries
+            .tools
+            .names()
+            .take(30)
+            .map(str::to_owned)
+            .collect(),
+    );
+    let agreement = negotiate(&proposal, &BridgePolicy::default(), &blender, &registries).unwrap();
+    assert_eq!(agreement.contract.capabilities.tools.len(), 30);
+    let _ = Arc::clone(&registries.tools);
+}
