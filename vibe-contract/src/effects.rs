@@ -166,28 +166,7 @@ impl Effect {
                 .collect(),
         }
     }
-}
 
-/// The value at a dot-separated path of object keys and array indexes (`-1` is the last).
-fn walk<'a>(result: &'a Value, path: &str) -> Option<&'a Value> {
-    let mut at = result;
-    for step in path.split('.') {
-        at = match (at, step.parse::<i64>()) {
-            (Value::Array(items), Ok(i)) => {
-                let index = if i < 0 {
-                    items.len().checked_sub(i.unsigned_abs() as usize)?
-                } else {
-                    i as usize
-                };
-                items.get(index)?
-            }
-            (value, _) => value.get(step)?,
-        };
-    }
-    Some(at)
-}
-
-impl Effect {
     /// A description of a malformed declaration, if it is one: the fields each action needs.
     pub(crate) fn problem(&self) -> Option<&'static str> {
         match self.action {
@@ -207,6 +186,25 @@ impl Effect {
             },
         }
     }
+}
+
+/// The value at a dot-separated path of object keys and array indexes (`-1` is the last).
+fn walk<'a>(result: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut at = result;
+    for step in path.split('.') {
+        at = match (at, step.parse::<i64>()) {
+            (Value::Array(items), Ok(i)) => {
+                let index = if i < 0 {
+                    items.len().checked_sub(i.unsigned_abs() as usize)?
+                } else {
+                    i as usize
+                };
+                items.get(index)?
+            }
+            (value, _) => value.get(step)?,
+        };
+    }
+    Some(at)
 }
 
 #[cfg(test)]

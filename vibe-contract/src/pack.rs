@@ -2,7 +2,6 @@
 //! of its own (name, version, fingerprint), so the contract's tool surface cap applies to what a
 //! session selects rather than to everything Vibe offers.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::registry_error::RegistryError;
@@ -44,18 +43,10 @@ pub fn catalog(
     summary: &str,
     packs: &[Pack],
 ) -> Result<ToolRegistry, RegistryError> {
-    let mut seen = BTreeSet::new();
-    let mut tools = Vec::new();
-    for pack in packs {
-        for tool in pack.tools.tools() {
-            if !seen.insert(tool.name.clone()) {
-                return Err(RegistryError::DuplicateName {
-                    kind: "tool",
-                    name: tool.name.clone(),
-                });
-            }
-            tools.push(ToolSpec::clone(tool));
-        }
-    }
+    // The registry's own checks refuse a name in two packs (`DuplicateName`).
+    let tools = packs
+        .iter()
+        .flat_map(|pack| pack.tools.tools().iter().map(|tool| ToolSpec::clone(tool)))
+        .collect();
     ToolRegistry::uncapped(name, version, summary, tools)
 }

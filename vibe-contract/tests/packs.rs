@@ -4,7 +4,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use common::*;
 use vibe_contract::*;
@@ -19,22 +18,27 @@ const EVERY_CAPABILITY: [&str; 7] = [
     "code_exec",
 ];
 
-fn negotiate_with(
+/// A proposal asking for every capability and for `packs`.
+fn proposal(packs: Option<&[&str]>) -> HostProposal {
+    let mut proposal = HostProposal::new("s-packs", host(&EVERY_CAPABILITY));
+    proposal.packs = packs.map(set);
+    proposal
+}
+
+/// Negotiates `proposal` with a Blender and a bridge that offer every capability.
+fn negotiate_proposal(
     registries: &Registries,
-    packs: Option<&[&str]>,
-    cap: u32,
+    proposal: &HostProposal,
 ) -> Result<Agreement, Refusal> {
     let mut blender = blender("5.0.1", true);
     blender.features = set(&EVERY_CAPABILITY);
-    let mut proposal = HostProposal::new("s-packs", host(&EVERY_CAPABILITY));
-    proposal.packs = packs.map(set);
-    proposal.limits = Some(Limits {
-        tool_surface_cap: cap,
-        ..Limits::default()
-    });
     let mut policy = BridgePolicy::default();
     policy.capabilities.insert(CAP_CODE_EXEC.to_owned());
-    negotiate(&proposal, &policy, &blender, registries)
+    negotiate(proposal, &policy, &blender, registries)
+}
+
+fn negotiate_with(registries: &Registries, packs: Option<&[&str]>) -> Result<Agreement, Refusal> {
+    negotiate_proposal(registries, &proposal(packs))
 }
 
 fn pack_tools(registries: &Registries, name: &str) -> BTreeSet<String> {
@@ -84,7 +88,7 @@ fn every_pack_fits_the_cap_and_no_tool_is_in_two() {
 #[test]
 fn a_host_that_names_no_packs_gets_the_default_ones() {
     let registries = default_registries().unwrap();
-    let agreement = negotiate_with(&registries, None, 35).unwrap();
+    let agreement = negotiate_with(&registries, None).unwrap();
     let every: BTreeSet<String> = registries.tools.names().map(str::to_owned).collect();
     assert_eq!(agreed(&agreement), every);
     let packs: Vec<&str> = agreement
@@ -99,7 +103,7 @@ fn a_host_that_names_no_packs_gets_the_default_ones() {
 #[test]
 fn core_is_always_selected_and_each_pack_is_recorded_with_its_own_fingerprint() {
     let registries = default_registries().unwrap();
-    let agreement = negotiate_with(&registries, Some(&["io"]), 35).unwrap();
+    let agreement = negotiate_with(&registries, Some(&["io"])).unwrap();
     let expected: BTreeSet<String> = pack_tools(&registries, "core")
         .union(&pack_tools(&registries, "io"))
         .cloned()
@@ -133,10 +137,7 @@ fn core_is_always_selected_and_each_pack_is_recorded_with_its_own_fingerprint() 
     // Asking by name for a tool of a pack not selected is refused, naming the pack.
     let mut proposal = again.clone();
     proposal.tools = Some(set(&["object.move", "python.exec"]));
-    let mut blender = blender("5.0.1", true);
-    blender.features = set(&EVERY_CAPABILITY);
-    let refusal =
-        negotiate(&proposal, &BridgePolicy::default(), &blender, &registries).unwrap_err();
+    let refusal = negotiate_proposal(&registries, &proposal).unwrap_err();
     assert_eq!(refusal.rule, RefusalRule::ToolUnavailable);
     assert!(
         refusal.error.message.contains("\"code\" pack"),
@@ -148,7 +149,7 @@ fn core_is_always_selected_and_each_pack_is_recorded_with_its_own_fingerprint() 
 #[test]
 fn an_unknown_pack_is_refused_naming_the_packs_there_are() {
     let registries = default_registries().unwrap();
-    let refusal = negotiate_with(&registries, Some(&["io", "sculpt"]), 35).unwrap_err();
+    let refusal = negotiate_with(&registries, Some(&["io", "sculpt"])).unwrap_err();
     assert_eq!(refusal.rule, RefusalRule::UnknownPack);
     let details = &refusal.envelope().to_value()["error"]["details"];
     assert_eq!(details["proposed"], "sculpt");
@@ -188,10 +189,10 @@ fn split_registries() -> Registries {
 fn a_selection_over_the_cap_is_refused_naming_each_pack_and_its_count() {
     let registries = split_registries();
     assert_eq!(
-        agreed(&negotiate_with(&registries, None, 35).unwrap()).len(),
+        agreed(&negotiate_with(&registries, None).unwrap()).len(),
         20
     );
-    let refusal = negotiate_with(&registries, Some(&["more"]), 35).unwrap_err();
+    let refusal = negotiate_with(&registries, Some(&["more"])).unwrap_err();
     assert_eq!(refusal.rule, RefusalRule::ToolSurfaceExceeded);
     let envelope = refusal.envelope().to_value();
     assert_eq!(envelope["error"]["code"], "contract_violation");
@@ -200,10 +201,7 @@ fn a_selection_over_the_cap_is_refused_naming_each_pack_and_its_count() {
     let message = envelope["error"]["message"].as_str().unwrap();
     assert!(message.contains("core 20, more 29"), "{message}");
     // Asking for fewer tools by name brings the selection under the cap.
-    let mut blender = blender("5.0.1", true);
-    blender.features = set(&EVERY_CAPABILITY);
-    let mut proposal = HostProposal::new("s-packs", host(&EVERY_CAPABILITY));
-    proposal.packs = Some(set(&["more"]));
+    let mut proposal = proposal(Some(&["more"]));
     proposal.tools = Some(
         registries
             .tools
@@ -212,7 +210,6 @@ fn a_selection_over_the_cap_is_refused_naming_each_pack_and_its_count() {
             .map(str::to_owned)
             .collect(),
     );
-    let agreement = negotiate(&proposal, &BridgePolicy::default(), &blender, &registries).unwrap();
+    let agreement = negotiate_proposal(&registries, &proposal).unwrap();
     assert_eq!(agreement.contract.capabilities.tools.len(), 30);
-    let _ = Arc::clone(&registries.tools);
 }
