@@ -6,11 +6,23 @@
 //!
 //! * `blender -b --factory-startup --python run_kernel.py -- --stdio` ([`StdioOptions::blender`]);
 //! * `python run_kernel.py --stdio` with the bpy module ([`StdioOptions::bpy_python`]);
-//! * as a GUI add-on listening on 127.0.0.1:9833 — build the installable zip with
-//!   `python3 -m zipfile -c vibe_kernel.zip vibe-transport/kernel/vibe_kernel` and install it
-//!   with Edit > Preferences > Add-ons > Install (or `blender --addons vibe_kernel`).
+//! * as a GUI add-on listening on 127.0.0.1:9833 (see below).
 //!
 //! Over TCP add `--tcp 127.0.0.1:PORT --token-file FILE` instead of `--stdio`.
+//!
+//! ## The GUI add-on (a Blender extension)
+//!
+//! `python3 vibe-transport/kernel/build_extension.py dist/` (standard library only) builds
+//! `dist/vibe_kernel-<version>.zip`: one `vibe_kernel/` folder, no tests or caches, entries
+//! sorted with fixed timestamps, so the same source gives the same bytes. Blender 4.2 and later
+//! install it as an extension (Edit > Preferences > Get Extensions > Install from Disk; its
+//! `blender_manifest.toml` declares the network and files permissions), Blender 3.4 to 4.1 as a
+//! legacy add-on (Edit > Preferences > Add-ons > Install; `bl_info`). The add-on's preferences
+//! hold its port, bind address and token; `VIBE_PORT`, `VIBE_BIND` and `VIBE_TOKEN` override
+//! them, and without a token one is generated into a file only this user can read (its path is
+//! printed, the token never is). A bind address other than loopback is refused unless an
+//! explicit token of at least 16 characters is set, and then it is warned about on the console
+//! and in the preferences. Changes apply when the add-on is enabled again.
 //!
 //! ## Transactions
 //!
@@ -77,11 +89,15 @@ pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
 }
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 27] = [
+pub const KERNEL_FILES: [(&str, &str); 30] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
         include_str!("../kernel/vibe_kernel/__init__.py"),
+    ),
+    (
+        "vibe_kernel/addon_settings.py",
+        include_str!("../kernel/vibe_kernel/addon_settings.py"),
     ),
     (
         "vibe_kernel/agent_code.py",
@@ -90,6 +106,10 @@ pub const KERNEL_FILES: [(&str, &str); 27] = [
     (
         "vibe_kernel/app_handlers.py",
         include_str!("../kernel/vibe_kernel/app_handlers.py"),
+    ),
+    (
+        "vibe_kernel/blender_manifest.toml",
+        include_str!("../kernel/vibe_kernel/blender_manifest.toml"),
     ),
     (
         "vibe_kernel/channel.py",
@@ -146,6 +166,10 @@ pub const KERNEL_FILES: [(&str, &str); 27] = [
     (
         "vibe_kernel/objects.py",
         include_str!("../kernel/vibe_kernel/objects.py"),
+    ),
+    (
+        "vibe_kernel/preferences.py",
+        include_str!("../kernel/vibe_kernel/preferences.py"),
     ),
     (
         "vibe_kernel/read_only.py",
@@ -286,5 +310,38 @@ impl StdioOptions {
             .arg(script.into_os_string())
             .arg("--stdio")
             .arg("--factory"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KERNEL_FILES;
+
+    /// Every file in the kernel's folder is one a binary of this crate writes out, and the
+    /// other way round: the add-on's zip (`build_extension.py`, which leaves out caches and
+    /// hidden files) and `write_kernel` hold the same kernel.
+    #[test]
+    fn every_file_of_the_kernel_folder_is_listed() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel/vibe_kernel");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                let name = entry.file_name().into_string().ok()?;
+                let shipped = entry.file_type().ok()?.is_file()
+                    && !name.starts_with('.')
+                    && !name.ends_with(".pyc")
+                    && !name.ends_with('~');
+                shipped.then(|| format!("vibe_kernel/{name}"))
+            })
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = KERNEL_FILES
+            .iter()
+            .map(|(path, _)| path.to_string())
+            .filter(|path| path.starts_with("vibe_kernel/"))
+            .collect();
+        listed.sort();
+        assert_eq!(listed, on_disk);
     }
 }

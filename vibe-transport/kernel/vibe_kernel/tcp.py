@@ -40,8 +40,10 @@ def accept_one(server, gate):
         except OSError as exc:
             if server.fileno() == -1:
                 return None
-            print("vibe-kernel: accept failed (%s); retrying" % exc, file=sys.stderr, flush=True)
             time.sleep(0.1)
+            if server.fileno() == -1:
+                return None  # shut down and closed meanwhile (stop_listening): not a failure
+            print("vibe-kernel: accept failed (%s); retrying" % exc, file=sys.stderr, flush=True)
             continue
         evicted = gate.admit(conn)
         if evicted is not None:
@@ -92,15 +94,34 @@ def serve_tcp(kernel, host, port, token, once=False):
 
 def ensure_token(token):
     """TCP always demands a token. Without one given, a random token is made and written to a
-    file only this user can read; its path is printed on stderr."""
+    file only this user can read; its path (never the token) is printed on stderr."""
     if token:
         return token
+    token, path = make_token()
+    print("vibe-kernel: no token given; generated one in %s" % path, file=sys.stderr, flush=True)
+    return token
+
+
+def make_token():
+    """(token, path): a random token (256 bits) written to `<temp>/vibe-kernel-token-<pid>`, a
+    new file of mode 0600. A file or link already at that path (left by a crashed run, or
+    planted by someone else) is never written through: it is replaced when it is this user's,
+    and the token goes to a fresh private file beside it otherwise."""
     import secrets
     import tempfile
     token = secrets.token_urlsafe(32)
     path = os.path.join(tempfile.gettempdir(), "vibe-kernel-token-%d" % os.getpid())
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        try:
+            if os.lstat(path).st_uid != os.geteuid():
+                raise PermissionError(path)
+            os.unlink(path)
+            fd = os.open(path, flags, 0o600)
+        except OSError:
+            fd, path = tempfile.mkstemp(prefix="vibe-kernel-token-%d-" % os.getpid())
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(token + "\n")
-    print("vibe-kernel: no token given; generated one in %s" % path, file=sys.stderr, flush=True)
-    return token
+    return token, path
