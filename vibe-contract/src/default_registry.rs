@@ -8,7 +8,7 @@ use crate::pack::{CORE_PACK, Pack, catalog};
 use crate::tool_registry::ToolRegistry;
 
 /// The YAML text of the core pack (blender-core).
-pub const CORE_TOOLS_YAML: &str = include_str!("../registries/blender-core-v2.tools.yaml");
+pub const CORE_TOOLS_YAML: &str = include_str!("../registries/blender-core-v3.tools.yaml");
 
 /// The YAML text of the io pack (blender-io): .blend files.
 pub const IO_TOOLS_YAML: &str = include_str!("../registries/blender-io-v1.tools.yaml");
@@ -23,7 +23,7 @@ pub const MACROS_YAML: &str = include_str!("../registries/blender-core-v2.macros
 pub const CATALOG_NAME: &str = "blender";
 
 /// The default packs, by name, YAML text, and whether a host that names none gets it: all of
-/// them (`code` needs `code_exec` besides), 32 tools within the cap of 35.
+/// them (`code` needs `code_exec` besides), 31 tools within the cap of 35.
 pub const DEFAULT_PACKS: [(&str, &str, bool); 3] = [
     (CORE_PACK, CORE_TOOLS_YAML, true),
     ("io", IO_TOOLS_YAML, true),

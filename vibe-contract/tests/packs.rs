@@ -167,7 +167,8 @@ fn split_registries() -> Registries {
     let tools: Vec<ToolSpec> = core.tools().iter().map(|t| ToolSpec::clone(t)).collect();
     let (first, second) = tools.split_at(20);
     let mut renamed: Vec<ToolSpec> = second.to_vec();
-    // The second pack's own copies of 20 more tools under other names: 20 + 9 + 20 > 35.
+    // The second pack: the core tools past the first 20, and its own copies of those 20 under
+    // other names: 20 + (core - 20) + 20 > 35.
     for (i, tool) in first.iter().enumerate() {
         let mut copy = tool.clone();
         copy.name = format!("extra.tool_{i}");
@@ -188,6 +189,13 @@ fn split_registries() -> Registries {
 #[test]
 fn a_selection_over_the_cap_is_refused_naming_each_pack_and_its_count() {
     let registries = split_registries();
+    let core = default_registries()
+        .unwrap()
+        .pack("core")
+        .unwrap()
+        .tools
+        .tools()
+        .len();
     assert_eq!(
         agreed(&negotiate_with(&registries, None).unwrap()).len(),
         20
@@ -196,10 +204,13 @@ fn a_selection_over_the_cap_is_refused_naming_each_pack_and_its_count() {
     assert_eq!(refusal.rule, RefusalRule::ToolSurfaceExceeded);
     let envelope = refusal.envelope().to_value();
     assert_eq!(envelope["error"]["code"], "contract_violation");
-    assert_eq!(envelope["error"]["details"]["proposed"], 49);
+    assert_eq!(envelope["error"]["details"]["proposed"], core + 20);
     assert_eq!(envelope["error"]["details"]["allowed"], 35);
     let message = envelope["error"]["message"].as_str().unwrap();
-    assert!(message.contains("core 20, more 29"), "{message}");
+    assert!(
+        message.contains(&format!("core 20, more {core}")),
+        "{message}"
+    );
     // Asking for fewer tools by name brings the selection under the cap.
     let mut proposal = proposal(Some(&["more"]));
     proposal.tools = Some(

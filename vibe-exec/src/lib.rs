@@ -92,7 +92,10 @@
 //!   kernel that ran the code is retired and the bridge decides on a fresh kernel's inventory;
 //!   elsewhere the kernel's in-kernel check is a filter. See [`mod@code`] for the fast retry loop of seed 003
 //!   ([`code::FastRetry`], [`code::CodeFixer`]), the [`code::RetryManager`], the
-//!   [`code::ExecutionHistory`], the [`code::ResultVerifier`] and the error classifier.
+//!   [`code::ExecutionHistory`], the [`code::ResultVerifier`] and the error classifier. The
+//!   visual verifier closes seed 003's cycle: [`Pipeline::render_and_judge`] renders through
+//!   the pipeline and hands the picture to an [`code::ImageVerifier`] the embedder implements
+//!   (a vision model, an image metric), with the verdict's score, feedback and time bounded.
 //!
 //! ## Timeouts, cancellation, idempotency, concurrency
 //!

@@ -1,6 +1,6 @@
 //! Agent-written code: the gate, extraction from model output, error classification, the fast
-//! retry loop (seed 003), the retry manager, execution history and result verification
-//! (seed 004).
+//! retry loop (seed 003), the retry manager, execution history, result verification (seed 004)
+//! and the visual verifier that judges a render (seed 003's verification cycle).
 
 mod classify;
 mod extract;
@@ -11,6 +11,7 @@ pub mod lock;
 pub mod policy;
 mod stage;
 mod verifier;
+mod visual;
 
 pub use classify::{ErrorKind, TABLE as CLASSIFIER_TABLE, classify};
 pub use extract::{FormatFailure, extract_code};
@@ -24,3 +25,7 @@ pub use gate::{
 pub use history::{DEFAULT_HISTORY_CAPACITY, ExecutionHistory, ExecutionRecord};
 pub use stage::CodeGateStage;
 pub use verifier::{Check, Expectation, ResultVerifier, Verification};
+pub use visual::{
+    DEFAULT_JUDGE_TIMEOUT, ImageVerifier, MAX_FEEDBACK_CHARS, VisualCheck, VisualOutcome,
+    VisualRequest, VisualVerdict,
+};

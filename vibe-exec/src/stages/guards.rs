@@ -177,7 +177,7 @@ impl Stage for SandboxGuard {
             };
             let refusal = |why: String| {
                 session.strike("sandbox");
-                ErrorBody::from_reason(Reason::Sandbox, format!("path {path:?} refused: {why}"))
+                ErrorBody::from_reason(Reason::Sandbox, format!("{key} {path:?} refused: {why}"))
                     .with_detail("field", key)
             };
             let Some(sandbox) = &session.sandbox else {

@@ -19,8 +19,9 @@ pub use storage::{MAX_SANDBOX_ENTRIES, SandboxListing, TempStorageAfter, TempSto
 pub use validate::{INLINE_VALIDATION_BYTES, MAX_ECHO_CHARS, SchemaStage, clip};
 pub use verify::ReadBack;
 
-/// The arguments that hold paths of files the agent writes, checked against the sandbox.
-pub const PATH_ARGUMENTS: [&str; 1] = ["path"];
+/// The arguments that hold sandbox-relative paths, checked against the sandbox: files the agent
+/// writes (`path`) and images it puts on a material (`texture`, read from the sandbox only).
+pub const PATH_ARGUMENTS: [&str; 2] = ["path", "texture"];
 
 /// The arguments that hold paths of files the agent opens, checked against the project roots
 /// and the sandbox.

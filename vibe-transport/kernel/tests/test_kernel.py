@@ -110,7 +110,7 @@ class KernelTest(KernelCalls, unittest.TestCase):
         self.ok("material.ensure_principled", name="Wood")
         self.ok("mesh.assign_material", name="Crate", material="Wood")
         self.ok("object.delete", name="Crate")
-        wood = [m for m in self.ok("material.list")["materials"] if m["name"] == "Wood"][0]
+        wood = [m for m in self.ok("scene.snapshot")["materials"] if m["name"] == "Wood"][0]
         self.assertEqual(wood["users"], 0)
 
     def test_unexpected_exceptions_become_clean_envelopes_and_reach_the_console(self):

@@ -8,15 +8,15 @@ import bpy
 
 from .envelope import Refusal, invalid, not_found
 from .state import inside
-from .tools import opt_uint, req_str, scene, tool
+from .tools import opt_str, opt_uint, req_str, scene, tool
 
 HUMAN_ONLY = "HUMAN_ONLY"
 
 
 # ---------------------------------------------------------------- writing into the sandbox
 
-def sandbox_refusal(relative, why):
-    return Refusal("contract_violation", "path %r %s" % (relative, why), reason="sandbox", field="path")
+def sandbox_refusal(relative, why, field="path"):
+    return Refusal("contract_violation", "%s %r %s" % (field, relative, why), reason="sandbox", field=field)
 
 
 def is_human_only(component):
@@ -24,7 +24,7 @@ def is_human_only(component):
     return component.rstrip(". ").upper() == HUMAN_ONLY
 
 
-def sandbox_path(k, relative, companions=()):
+def sandbox_path(k, relative, companions=(), field="path", reading=False):
     """The same rules as the bridge's sandbox guard, enforced again here: a portable relative
     path, then checked again after resolving links. Both the sandbox and the target are resolved
     (os.path.realpath: every symlink, on any component, the last one included, dangling or not),
@@ -33,40 +33,45 @@ def sandbox_path(k, relative, companions=()):
     HUMAN_ONLY in any case; nor may it lie inside a project root (configure keeps the sandbox out
     of them; a link could still lead there). Returns the resolved path, which is what Blender writes to: the path
     that was checked is the path that is written (short of a link swapped in between, which is
-    the jail's to stop)."""
+    the jail's to stop). `reading`: a file the tool reads, which must exist (not_found) and for
+    which no folder is made."""
     root = k.state.sandbox
     if not root:
-        raise Refusal("contract_violation", "this session has no sandbox folder", reason="sandbox", field="path")
+        raise Refusal("contract_violation", "this session has no sandbox folder", reason="sandbox", field=field)
     ok_chars = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._- /")
     parts = relative.split("/")
     if (not relative or len(relative) > 255 or any(c not in ok_chars for c in relative) or relative.startswith("/")
             or any(p in ("", ".", "..") for p in parts)):
-        raise sandbox_refusal(relative, "is not a portable path inside the sandbox")
+        raise sandbox_refusal(relative, "is not a portable path inside the sandbox", field)
     if any(is_human_only(p) for p in parts):
-        raise sandbox_refusal(relative, "is inside HUMAN_ONLY, which is for people only")
+        raise sandbox_refusal(relative, "is inside HUMAN_ONLY, which is for people only", field)
     root = os.path.realpath(root)
     resolved = os.path.realpath(os.path.join(root, *parts))
     for project in k.state.project_roots:
         if inside(project, resolved):
-            raise Refusal("contract_violation", "path %r resolves into a project root, which is never written"
-                          % relative, reason="sandbox", field="path", rule="project_root")
-    check_resolved(root, relative, resolved)
+            raise Refusal("contract_violation", "%s %r resolves into a project root, which is never written"
+                          % (field, relative), reason="sandbox", field=field, rule="project_root")
+    check_resolved(root, relative, resolved, field)
     if os.path.isdir(resolved):
-        raise sandbox_refusal(relative, "is a folder, not a file")
+        raise sandbox_refusal(relative, "is a folder, not a file", field)
+    if reading:
+        if not os.path.isfile(resolved):
+            raise not_found(field, "file", relative)
+        return resolved
     # Files Blender writes beside the target (a save goes to `<path>@`, then is renamed): a link
     # planted there would be written through.
     for suffix in companions:
         if os.path.lexists(resolved + suffix):
-            check_resolved(root, relative + suffix, os.path.realpath(resolved + suffix))
+            check_resolved(root, relative + suffix, os.path.realpath(resolved + suffix), field)
     os.makedirs(os.path.dirname(resolved), exist_ok=True)
     return resolved
 
 
-def check_resolved(root, relative, resolved):
+def check_resolved(root, relative, resolved, field="path"):
     if resolved == root or not inside(root, resolved):
-        raise sandbox_refusal(relative, "resolves outside the sandbox (through a link)")
+        raise sandbox_refusal(relative, "resolves outside the sandbox (through a link)", field)
     if any(is_human_only(p) for p in os.path.relpath(resolved, root).split(os.sep)):
-        raise sandbox_refusal(relative, "resolves into HUMAN_ONLY (through a link), which is for people only")
+        raise sandbox_refusal(relative, "resolves into HUMAN_ONLY (through a link), which is for people only", field)
 
 
 @tool("file.save", keeps_structure=True)
@@ -76,6 +81,9 @@ def file_save(k, params):
     return {"path": params["path"], "bytes": os.path.getsize(path)}
 
 
+QUALITIES = ("final", "preview")
+
+
 @tool("render.still", keeps_structure=True)
 def render_still(k, params):
     relative = req_str(params, "path")
@@ -83,35 +91,59 @@ def render_still(k, params):
     height = opt_uint(params, "height") or 240
     samples = opt_uint(params, "samples") or 8
     seed = opt_uint(params, "seed") or 0
+    quality = opt_str(params, "quality") or "final"
     if not (16 <= width <= 1024 and 16 <= height <= 1024 and 1 <= samples <= 64):
         raise invalid("width", "width and height must be 16-1024, samples 1-64")
+    if quality not in QUALITIES:
+        raise invalid("quality", "`quality` must be final or preview")
     path = sandbox_path(k, relative)
     if "#" in path:  # Blender would replace it with the frame number: another file than checked
         raise sandbox_refusal(relative, "resolves to a name with '#', which Blender rewrites")
     sc = scene()
     if sc.camera is None:
-        raise Refusal("invalid_arguments", "the scene has no camera to render from", field="path")
+        raise Refusal("invalid_arguments", "the scene has no camera to render from; make one with object.create "
+                      "and make it the scene camera", field="path")
+    if quality == "preview":
+        try:
+            engine = render_with(sc, path, width, height, "BLENDER_WORKBENCH", 1, seed)
+        except RuntimeError:  # Workbench needs a GPU context, which some headless builds lack
+            engine = render_with(sc, path, width, height, "CYCLES", 1, seed)
+    else:
+        engine = render_with(sc, path, width, height, "CYCLES", samples, seed)
+    return {"path": relative, "width": width, "height": height, "seed": seed, "quality": quality, "engine": engine}
+
+
+def render_with(sc, path, width, height, engine, samples, seed):
+    """Renders the scene camera's view to `path` with `engine` and puts every render setting it
+    touched back. Workbench draws solid shading in the materials' colours and image textures."""
     r = sc.render
+    shading = sc.display.shading
     saved = (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
-             sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension, sc.cycles.use_denoising)
+             sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension, sc.cycles.use_denoising,
+             shading.light, shading.color_type)
     try:
         r.use_file_extension = False  # write exactly the checked path, never `<path>.png`
-        r.engine = "CYCLES"
-        sc.cycles.device = "CPU"
-        # A build without a denoiser (Debian's Blender 3.4 has no OpenImageDenoise) fails a
-        # render that asks for one: denoise only where the build can.
-        if not sc.cycles.denoiser:
-            sc.cycles.use_denoising = False
-        sc.cycles.samples = samples
-        sc.cycles.seed = seed
+        r.engine = engine
+        if engine == "CYCLES":
+            sc.cycles.device = "CPU"
+            # A build without a denoiser (Debian's Blender 3.4 has no OpenImageDenoise) fails a
+            # render that asks for one: denoise only where the build can.
+            if not sc.cycles.denoiser:
+                sc.cycles.use_denoising = False
+            sc.cycles.samples = samples
+            sc.cycles.seed = seed
+        else:
+            shading.light = "STUDIO"
+            shading.color_type = "TEXTURE"
         r.resolution_x, r.resolution_y, r.resolution_percentage = width, height, 100
         r.filepath = path
         r.image_settings.file_format = "PNG"
         bpy.ops.render.render(write_still=True)
     finally:
         (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
-         sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension, sc.cycles.use_denoising) = saved
-    return {"path": relative, "width": width, "height": height, "seed": seed}
+         sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension, sc.cycles.use_denoising,
+         shading.light, shading.color_type) = saved
+    return engine
 
 
 # ---------------------------------------------------------------- opening a .blend

@@ -1,12 +1,17 @@
-"""The tools for materials and modifiers: Principled materials, assigning them to meshes, adding
-and removing modifiers within the session's sanity limits."""
+"""The tools for materials and modifiers: Principled materials (base colour, metallic, roughness,
+emission, alpha, transmission, an image texture from the sandbox on the base colour), assigning
+them to meshes, adding and removing modifiers within the session's sanity limits."""
 
 import bpy
 
-from . import lock
+from . import files, lock
 from .envelope import Refusal, invalid, not_found
-from .tools import (DEFAULT_MODIFIER_NAMES, MODIFIER_TYPES, check_name, estimate, estimated_polygons, object_json,
-                    opt_num, opt_str, opt_uint, opt_vec, principled_json, principled_node, req_str, resolve, tool)
+from .tools import (DEFAULT_MODIFIER_NAMES, EMISSION_COLOR, MODIFIER_TYPES, NO_EMISSION, TRANSMISSION, check_name,
+                    estimate, estimated_polygons, object_json, opt_num, opt_str, opt_uint, opt_vec, principled_json,
+                    principled_node, req_str, resolve, socket, texture_node, tool)
+
+
+UNIT_INPUTS = ("metallic", "roughness", "alpha", "transmission")
 
 
 @tool("material.ensure_principled", keeps_structure=True)
@@ -14,13 +19,18 @@ def ensure_principled(k, params):
     name = req_str(params, "name")
     check_name("name", name)
     base_color = opt_vec(params, "base_color", 4)
-    metallic = opt_num(params, "metallic")
-    roughness = opt_num(params, "roughness")
-    for field, value in (("metallic", metallic), ("roughness", roughness)):
+    emission_color = opt_vec(params, "emission_color", 4)
+    units = {field: opt_num(params, field) for field in UNIT_INPUTS}
+    emission_strength = opt_num(params, "emission_strength")
+    for field, value in units.items():
         if value is not None and not 0.0 <= value <= 1.0:
             raise invalid(field, "`%s` must be in [0, 1]" % field)
-    if base_color is not None and any(not 0.0 <= v <= 1.0 for v in base_color):
-        raise invalid("base_color", "`base_color` components must be in [0, 1]")
+    for field, color in (("base_color", base_color), ("emission_color", emission_color)):
+        if color is not None and any(not 0.0 <= v <= 1.0 for v in color):
+            raise invalid(field, "`%s` components must be in [0, 1]" % field)
+    if emission_strength is not None and not 0.0 <= emission_strength <= 1000.0:
+        raise invalid("emission_strength", "`emission_strength` must be in [0, 1000]")
+    texture = texture_argument(k, params)
     mat = bpy.data.materials.get(name)
     created = mat is None
     if created:
@@ -35,16 +45,60 @@ def ensure_principled(k, params):
         out = next((n for n in mat.node_tree.nodes if n.type == "OUTPUT_MATERIAL"), None) \
             or mat.node_tree.nodes.new("ShaderNodeOutputMaterial")
         mat.node_tree.links.new(node.outputs[0], out.inputs["Surface"])
-    if base_color is not None:
-        node.inputs["Base Color"].default_value = base_color
-    if metallic is not None:
-        node.inputs["Metallic"].default_value = metallic
-    if roughness is not None:
-        node.inputs["Roughness"].default_value = roughness
-    out = principled_json(node)
+    if created:
+        # Blender 3.x starts a material's emission black at strength 1, Blender 4+ white at 0.
+        socket(node, EMISSION_COLOR).default_value = NO_EMISSION
+        node.inputs["Emission Strength"].default_value = 0.0
+    sockets = {"base_color": node.inputs["Base Color"], "metallic": node.inputs["Metallic"],
+               "roughness": node.inputs["Roughness"], "alpha": node.inputs["Alpha"],
+               "transmission": socket(node, TRANSMISSION), "emission_color": socket(node, EMISSION_COLOR),
+               "emission_strength": node.inputs["Emission Strength"]}
+    values = dict(units, base_color=base_color, emission_color=emission_color, emission_strength=emission_strength)
+    for field, value in values.items():
+        if value is not None:
+            sockets[field].default_value = value
+    if "texture" in params:
+        set_texture(mat, node, texture)
+    out = principled_json(node, k.state.sandbox)
     out["name"] = mat.name
     out["created"] = created
     return out
+
+
+def texture_argument(k, params):
+    """The image a material's base colour is to show: the sandbox file `texture` names, loaded
+    (an image of that file already loaded is reused), or None when `texture` is null or absent.
+    A file Blender cannot read as an image is refused before anything changes."""
+    relative = params.get("texture")
+    if relative is None:
+        return None
+    if not isinstance(relative, str) or not relative.lower().endswith((".png", ".jpg", ".jpeg")):
+        raise invalid("texture", "`texture` must be the path of a .png or .jpg file inside the sandbox")
+    path = files.sandbox_path(k, relative, field="texture", reading=True)
+    try:
+        image = bpy.data.images.load(path, check_existing=True)
+    except RuntimeError:
+        raise invalid("texture", "%r is not an image Blender can read" % relative) from None
+    if image.size[0] == 0 or image.size[1] == 0:
+        if image.users == 0:
+            bpy.data.images.remove(image)
+        raise invalid("texture", "%r is not an image Blender can read" % relative)
+    return image
+
+
+def set_texture(mat, node, image):
+    """Puts `image` on the base colour through one image texture node (made once, reused), or,
+    with None, takes the texture node off."""
+    tex = texture_node(node)
+    if image is None:
+        if tex is not None:
+            mat.node_tree.nodes.remove(tex)
+        return
+    if tex is None:
+        tex = mat.node_tree.nodes.new("ShaderNodeTexImage")
+        tex.location = (node.location[0] - 300.0, node.location[1])
+        mat.node_tree.links.new(tex.outputs["Color"], node.inputs["Base Color"])
+    tex.image = image
 
 
 def mesh_object(k, params):

@@ -21,7 +21,7 @@ def kernel_status(k, params):
 def scene_snapshot(k, params):
     return {"snapshot_version": 1, "scene": scene().name, "blender_version": k.blender_version,
             "objects": [object_json(o) for o in scene_objects()],
-            "collections": collections_json(), "materials": materials_json()}
+            "collections": collections_json(), "materials": materials_json(k.state.sandbox)}
 
 
 @tool("scene.telemetry")
@@ -118,8 +118,3 @@ def audit_identity(k, params):
     return {"name": obj.name, "type": obj.type, "is_proxy": obj.override_library is not None,
             "is_linked": obj.library is not None, "created_by_agent": created, "children": children,
             "risk": "high" if high else ("low" if created else "medium"), "risk_reasons": reasons}
-
-
-@tool("material.list")
-def material_list(k, params):
-    return {"materials": materials_json()}

@@ -311,12 +311,66 @@ def principled_node(mat):
     return None
 
 
-def principled_json(node):
+# Principled BSDF sockets renamed in Blender 4.0: (4.0+ name, 3.x name).
+EMISSION_COLOR = ("Emission Color", "Emission")
+TRANSMISSION = ("Transmission Weight", "Transmission")
+NO_EMISSION = [1.0, 1.0, 1.0, 1.0]  # what Blender 4+ writes for "no emission" (strength 0)
+
+
+def socket(node, names):
+    """The node's input socket under its name in this Blender (`names`: newest first)."""
+    for name in names:
+        if name in node.inputs:
+            return node.inputs[name]
+    raise KeyError(names[0])
+
+
+def emission_json(node):
+    """Emission colour and strength. A black emission colour emits nothing at any strength; it
+    is reported as Blender 4+ writes no emission (white at strength 0), so Blender 3.x's default
+    (black at strength 1) and Blender 4+'s read the same."""
+    color = floats(socket(node, EMISSION_COLOR).default_value)
+    strength = float(node.inputs["Emission Strength"].default_value)
+    if color[:3] == [0.0, 0.0, 0.0]:
+        return NO_EMISSION, 0.0
+    return color, strength
+
+
+def texture_node(node):
+    """The image texture node feeding the Principled BSDF's base colour, if any."""
+    links = node.inputs["Base Color"].links
+    if links and links[0].from_node.type == "TEX_IMAGE":
+        return links[0].from_node
+    return None
+
+
+def texture_json(node, sandbox):
+    """`{image, path}` of the base colour's image texture: the image data-block's name and its
+    file's path relative to the session's sandbox (null for a file elsewhere, whose path is the
+    person's business, or an image without a file)."""
+    tex = texture_node(node)
+    if tex is None or tex.image is None:
+        return None
+    path = None
+    if sandbox and tex.image.filepath:
+        root = os.path.realpath(sandbox)
+        full = os.path.realpath(bpy.path.abspath(tex.image.filepath))
+        if full != root and full.startswith(root + os.sep):
+            path = os.path.relpath(full, root).replace(os.sep, "/")
+    return {"image": tex.image.name, "path": path}
+
+
+def principled_json(node, sandbox=None):
     # Non-finite values here (and anywhere else in an answer) become null in envelope.ok, which
     # lists their paths under `non_finite`.
+    emission_color, emission_strength = emission_json(node)
     return {"base_color": floats(node.inputs["Base Color"].default_value),
             "metallic": float(node.inputs["Metallic"].default_value),
-            "roughness": float(node.inputs["Roughness"].default_value)}
+            "roughness": float(node.inputs["Roughness"].default_value),
+            "emission_color": emission_color, "emission_strength": emission_strength,
+            "alpha": float(node.inputs["Alpha"].default_value),
+            "transmission": float(socket(node, TRANSMISSION).default_value),
+            "texture": texture_json(node, sandbox)}
 
 
 def collection_parent(coll):
@@ -332,11 +386,12 @@ def collections_json():
     return out
 
 
-def materials_json():
+def materials_json(sandbox=None):
     out = []
     for m in surface_materials():
         node = principled_node(m)
-        out.append({"name": m.name, "principled": principled_json(node) if node else None, "users": m.users})
+        out.append({"name": m.name, "principled": principled_json(node, sandbox) if node else None,
+                    "users": m.users})
     return out
 
 

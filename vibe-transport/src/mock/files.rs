@@ -103,9 +103,15 @@ impl MockBlender {
     /// The absolute path `file.save` writes `relative` to: the kernel's rules for a path inside
     /// the sandbox, and never inside a project root.
     fn sandbox_target(&self, relative: &str) -> Result<PathBuf, ErrorBody> {
+        self.sandbox_path("path", relative)
+    }
+
+    /// The absolute path of `relative` inside the sandbox, by the kernel's rules, for the
+    /// argument `field` (which refusals name).
+    pub(super) fn sandbox_path(&self, field: &str, relative: &str) -> Result<PathBuf, ErrorBody> {
         let Some(root) = self.session.sandbox.as_deref().and_then(normalize) else {
             return Err(sandbox_refusal(
-                "path",
+                field,
                 "this session has no sandbox folder".into(),
             ));
         };
@@ -118,14 +124,14 @@ impl MockBlender {
             || parts.iter().any(|p| ["", ".", ".."].contains(p))
         {
             return Err(sandbox_refusal(
-                "path",
-                format!("path {relative:?} is not a portable path inside the sandbox"),
+                field,
+                format!("{field} {relative:?} is not a portable path inside the sandbox"),
             ));
         }
         if parts.iter().any(|p| is_human_only(p)) {
             return Err(sandbox_refusal(
-                "path",
-                format!("path {relative:?} is inside HUMAN_ONLY, which is for people only"),
+                field,
+                format!("{field} {relative:?} is inside HUMAN_ONLY, which is for people only"),
             ));
         }
         let target = parts.iter().fold(root, |path, part| path.join(part));
@@ -137,15 +143,17 @@ impl MockBlender {
             .any(|r| target.starts_with(r));
         if into_root {
             return Err(sandbox_refusal(
-                "path",
-                format!("path {relative:?} resolves into a project root, which is never written"),
+                field,
+                format!(
+                    "{field} {relative:?} resolves into a project root, which is never written"
+                ),
             )
             .with_rule(vibe_errors::Rule::ProjectRoot));
         }
         Ok(target)
     }
 
-    /// `render.still` with the kernel's checks (sizes, samples, the path, a camera in the
+    /// `render.still` with the kernel's checks (sizes, samples, quality, the path, a camera in the
     /// scene: MockBlender has no scene camera of its own, so any camera object will do). No
     /// renderer: it writes a real PNG of the asked size in one flat grey at the path, so that
     /// what reads the image back (the bridge, an MCP client) has a file to read.
@@ -155,6 +163,17 @@ impl MockBlender {
         let height = opt_u32(params, "height")?.unwrap_or(240);
         let samples = opt_u32(params, "samples")?.unwrap_or(8);
         let seed = opt_u32(params, "seed")?.unwrap_or(0);
+        let quality = match params.get("quality").and_then(Value::as_str) {
+            None if params.get("quality").is_none() => "final",
+            Some(q @ ("final" | "preview")) => q,
+            _ => return Err(invalid("quality", "`quality` must be final or preview")),
+        };
+        // Workbench draws the preview headless on every Blender the kernel is tested on.
+        let engine = if quality == "preview" {
+            "BLENDER_WORKBENCH"
+        } else {
+            "CYCLES"
+        };
         if !((16..=1024).contains(&width)
             && (16..=1024).contains(&height)
             && (1..=64).contains(&samples))
@@ -195,7 +214,9 @@ impl MockBlender {
                 format!("could not write the render: {e}"),
             )
         })?;
-        Ok(json!({"path": relative, "width": width, "height": height, "seed": seed}))
+        Ok(
+            json!({"path": relative, "width": width, "height": height, "seed": seed, "quality": quality, "engine": engine}),
+        )
     }
 
     pub(super) fn file_save(&mut self, params: &Value) -> ToolResult {

@@ -269,16 +269,50 @@ pub struct Principled {
     pub metallic: f32,
     /// Roughness.
     pub roughness: f32,
+    /// RGBA emission colour (Blender 4+'s "Emission Color").
+    pub emission_color: [f32; 4],
+    /// Emission strength.
+    pub emission_strength: f32,
+    /// Alpha.
+    pub alpha: f32,
+    /// Transmission (Blender 4+'s "Transmission Weight").
+    pub transmission: f32,
+    /// The image texture on the base colour, if any.
+    pub texture: Option<Texture>,
 }
 
 impl Default for Principled {
+    /// A new material's inputs as Blender 4+ makes them (and the kernel makes them on 3.x).
     fn default() -> Self {
         Principled {
             base_color: [0.8, 0.8, 0.8, 1.0],
             metallic: 0.0,
             roughness: 0.5,
+            emission_color: [1.0; 4],
+            emission_strength: 0.0,
+            alpha: 1.0,
+            transmission: 0.0,
+            texture: None,
         }
     }
+}
+
+/// An image texture on a material's base colour.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Texture {
+    /// The image data-block's name (the file's name; `.001` and on when taken).
+    pub image: String,
+    /// The file's path relative to the sandbox.
+    pub path: String,
+}
+
+/// One loaded image: its data-block name and the absolute path of its file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Image {
+    /// The name.
+    pub name: String,
+    /// The file it was loaded from.
+    pub file: String,
 }
 
 /// One material.
@@ -302,6 +336,8 @@ pub struct Scene {
     pub collections: Vec<Collection>,
     /// Materials by name.
     pub materials: BTreeMap<String, Material>,
+    /// Images loaded as textures, in load order.
+    pub images: Vec<Image>,
     /// The view layer's active object.
     pub active: Option<String>,
     /// The next object uid.
@@ -315,12 +351,14 @@ impl PartialEq for Scene {
             &self.objects,
             &self.collections,
             &self.materials,
+            &self.images,
             &self.active,
         ) == (
             &other.name,
             &other.objects,
             &other.collections,
             &other.materials,
+            &other.images,
             &other.active,
         )
     }
@@ -377,6 +415,7 @@ impl Scene {
                 parent: None,
             }],
             materials: [("Material".to_owned(), material)].into_iter().collect(),
+            images: Vec::new(),
             active: Some("Cube".to_owned()),
             next_uid: 4,
         }

@@ -148,8 +148,24 @@ fn data_json(object: &Object) -> Value {
     }
 }
 
+/// A Principled BSDF's inputs as the kernel reports them: a black emission colour emits nothing
+/// at any strength and reads as Blender 4+ writes no emission (white at strength 0).
 fn principled_json(p: &Principled) -> Value {
-    json!({"base_color": floats(&p.base_color), "metallic": f64::from(p.metallic), "roughness": f64::from(p.roughness)})
+    let (emission_color, emission_strength) = if p.emission_color[..3] == [0.0; 3] {
+        ([1.0; 4], 0.0)
+    } else {
+        (p.emission_color, p.emission_strength)
+    };
+    json!({
+        "base_color": floats(&p.base_color),
+        "metallic": f64::from(p.metallic),
+        "roughness": f64::from(p.roughness),
+        "emission_color": floats(&emission_color),
+        "emission_strength": f64::from(emission_strength),
+        "alpha": f64::from(p.alpha),
+        "transmission": f64::from(p.transmission),
+        "texture": p.texture.as_ref().map(|t| json!({"image": t.image, "path": t.path})),
+    })
 }
 
 /// `*` matches any run, `?` one character, everything else itself.
@@ -301,7 +317,6 @@ impl MockBlender {
             "object.set_parent" => self.set_parent(params),
             "selection.set_active_object" => self.set_active(params),
             "material.ensure_principled" => self.ensure_principled(params),
-            "material.list" => Ok(self.material_list()),
             "mesh.assign_material" => self.assign_material(params),
             "modifier.add" => self.modifier_add(params),
             "modifier.remove" => self.modifier_remove(params),

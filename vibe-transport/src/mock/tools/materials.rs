@@ -1,4 +1,5 @@
-//! The tools for materials and modifiers: `material.ensure_principled`,
+//! The tools for materials and modifiers: `material.ensure_principled` (with emission, alpha,
+//! transmission and an image texture from the sandbox),
 //! `mesh.assign_material`, `modifier.add` (within the session's sanity limits) and
 //! `modifier.remove` (the kernel's `materials.py`).
 
@@ -12,26 +13,47 @@ use super::{
     principled_json, req_str,
 };
 use crate::mock::MockBlender;
-use crate::mock::scene::{Material, Modifier, ObjectType, Principled};
+use crate::mock::scene::{Image, Material, Modifier, ObjectType, Principled, Texture};
+
+/// The Principled inputs that take a number in [0, 1] (emission strength goes to 1000).
+const UNIT_INPUTS: [&str; 4] = ["metallic", "roughness", "alpha", "transmission"];
 
 impl MockBlender {
     pub(super) fn ensure_principled(&mut self, params: &Value) -> ToolResult {
         let name = req_str(params, "name")?;
         check_name("name", name)?;
         let base_color = opt_vec::<4>(params, "base_color")?;
-        let metallic = opt_f64(params, "metallic")?;
-        let roughness = opt_f64(params, "roughness")?;
-        for (field, value) in [("metallic", metallic), ("roughness", roughness)] {
-            if value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+        let emission_color = opt_vec::<4>(params, "emission_color")?;
+        let mut units = [None; 4];
+        for (slot, field) in units.iter_mut().zip(UNIT_INPUTS) {
+            *slot = opt_f64(params, field)?;
+            if slot.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
                 return Err(invalid(field, format!("`{field}` must be in [0, 1]")));
             }
         }
-        if base_color.is_some_and(|c| c.iter().any(|v| !(0.0..=1.0).contains(v))) {
+        for (field, color) in [
+            ("base_color", base_color),
+            ("emission_color", emission_color),
+        ] {
+            if color.is_some_and(|c| c.iter().any(|v| !(0.0..=1.0).contains(v))) {
+                return Err(invalid(
+                    field,
+                    format!("`{field}` components must be in [0, 1]"),
+                ));
+            }
+        }
+        let emission_strength = opt_f64(params, "emission_strength")?;
+        if emission_strength.is_some_and(|v| !(0.0..=1000.0).contains(&v)) {
             return Err(invalid(
-                "base_color",
-                "`base_color` components must be in [0, 1]",
+                "emission_strength",
+                "`emission_strength` must be in [0, 1000]",
             ));
         }
+        let texture = match params.get("texture") {
+            None => None,
+            Some(Value::Null) => Some(None),
+            Some(_) => Some(Some(self.texture_argument(req_str(params, "texture")?)?)),
+        };
         let created = !self.scene.materials.contains_key(name);
         let material = self
             .scene
@@ -42,19 +64,84 @@ impl MockBlender {
                 principled: None,
             });
         let principled = material.principled.get_or_insert_with(Principled::default);
+        let [metallic, roughness, alpha, transmission] = units;
+        let numbers = [
+            (&mut principled.metallic, metallic),
+            (&mut principled.roughness, roughness),
+            (&mut principled.alpha, alpha),
+            (&mut principled.transmission, transmission),
+            (&mut principled.emission_strength, emission_strength),
+        ];
+        for (slot, value) in numbers {
+            if let Some(v) = value {
+                *slot = v as f32;
+            }
+        }
         if let Some(c) = base_color {
             principled.base_color = f32s(c);
         }
-        if let Some(m) = metallic {
-            principled.metallic = m as f32;
+        if let Some(c) = emission_color {
+            principled.emission_color = f32s(c);
         }
-        if let Some(r) = roughness {
-            principled.roughness = r as f32;
+        if let Some(t) = texture {
+            principled.texture = t;
         }
         let mut out = principled_json(principled);
         out["name"] = json!(name);
         out["created"] = json!(created);
         Ok(out)
+    }
+
+    /// The texture `relative` names, as the kernel loads it: a PNG or JPEG file inside the
+    /// sandbox (not_found when missing, invalid_arguments when it is not such an image), its
+    /// image data-block reused when that file was loaded before, else named after the file
+    /// (`.001` and on when the name is taken).
+    fn texture_argument(&mut self, relative: &str) -> Result<Texture, ErrorBody> {
+        let lower = relative.to_ascii_lowercase();
+        if ![".png", ".jpg", ".jpeg"].iter().any(|e| lower.ends_with(e)) {
+            return Err(invalid(
+                "texture",
+                "`texture` must be the path of a .png or .jpg file inside the sandbox",
+            ));
+        }
+        let file = self.sandbox_path("texture", relative)?;
+        let Ok(bytes) = std::fs::read(&file) else {
+            return Err(not_found("texture", "file", relative));
+        };
+        let png = bytes.starts_with(b"\x89PNG\r\n\x1a\n");
+        let jpeg = bytes.starts_with(&[0xFF, 0xD8, 0xFF]);
+        if !(png || jpeg) {
+            return Err(invalid(
+                "texture",
+                format!("{relative:?} is not an image Blender can read"),
+            ));
+        }
+        let file = file.to_string_lossy().into_owned();
+        let images = &mut self.scene.images;
+        let image = match images.iter().find(|i| i.file == file) {
+            Some(image) => image.name.clone(),
+            None => {
+                let base = relative.rsplit('/').next().unwrap_or(relative).to_owned();
+                let taken = |n: &str| images.iter().any(|i| i.name == n);
+                let name = if taken(&base) {
+                    (1..)
+                        .map(|n| format!("{base}.{n:03}"))
+                        .find(|c| !taken(c))
+                        .unwrap_or_default()
+                } else {
+                    base
+                };
+                images.push(Image {
+                    name: name.clone(),
+                    file,
+                });
+                name
+            }
+        };
+        Ok(Texture {
+            image,
+            path: relative.to_owned(),
+        })
     }
 
     fn mesh_object(&mut self, params: &Value) -> Result<String, ErrorBody> {

@@ -1,6 +1,6 @@
 //! The tools that read: `kernel.status`, `scene.snapshot`, `scene.telemetry`,
 //! `blender.errors`, `scene.list_collections`, `object.list`, `object.info`, `scenegraph.find`,
-//! `object.audit_identity` and `material.list` (the kernel's `reads.py`).
+//! and `object.audit_identity` (the kernel's `reads.py`).
 
 use std::collections::BTreeMap;
 
@@ -207,9 +207,5 @@ impl MockBlender {
             "risk": risk,
             "risk_reasons": reasons,
         }))
-    }
-
-    pub(super) fn material_list(&self) -> Value {
-        json!({"materials": self.materials_json()})
     }
 }
