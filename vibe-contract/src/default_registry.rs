@@ -10,6 +10,9 @@ use crate::tool_registry::ToolRegistry;
 /// The YAML text of the core pack (blender-core).
 pub const CORE_TOOLS_YAML: &str = include_str!("../registries/blender-core-v3.tools.yaml");
 
+/// The YAML text of the organize pack (blender-organize): collections and parenting.
+pub const ORGANIZE_TOOLS_YAML: &str = include_str!("../registries/blender-organize-v1.tools.yaml");
+
 /// The YAML text of the io pack (blender-io): .blend files.
 pub const IO_TOOLS_YAML: &str = include_str!("../registries/blender-io-v1.tools.yaml");
 
@@ -24,8 +27,9 @@ pub const CATALOG_NAME: &str = "blender";
 
 /// The default packs, by name, YAML text, and whether a host that names none gets it: all of
 /// them (`code` needs `code_exec` besides), 31 tools within the cap of 35.
-pub const DEFAULT_PACKS: [(&str, &str, bool); 3] = [
+pub const DEFAULT_PACKS: [(&str, &str, bool); 4] = [
     (CORE_PACK, CORE_TOOLS_YAML, true),
+    ("organize", ORGANIZE_TOOLS_YAML, true),
     ("io", IO_TOOLS_YAML, true),
     ("code", CODE_TOOLS_YAML, true),
 ];
@@ -53,7 +57,7 @@ pub fn default_registries() -> Result<Registries, crate::RegistryError> {
             let tools = catalog(
                 CATALOG_NAME,
                 core_version,
-                "Every pack of blender tools: core, io, code.",
+                "Every pack of blender tools: core, organize, io, code.",
                 &packs,
             )?;
             let macros = MacroRegistry::from_yaml_str(MACROS_YAML, &tools)?;

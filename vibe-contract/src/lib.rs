@@ -85,16 +85,19 @@
 //!
 //! | pack | registry | tools | default |
 //! |---|---|---|---|
-//! | `core` | blender-core 3.0.0 | 28: the spec's 15 and the seeds' operations (kernel status, telemetry, console errors, identity audit, transactions, object info / transform / rename, materials with emission, alpha, transmission and a texture, modifiers, a still render or a fast preview returned with its answer) | always |
+//! | `core` | blender-core 3.0.0 | 24: kernel status, snapshot, telemetry, console errors, identity audit, object list / info / find / create / transform / rename / delete, cube and plane, the active object, materials with emission, alpha, transmission and a texture, modifiers, transactions, a still render or a fast preview | always |
+//! | `organize` | blender-organize 1.0.0 | 4: collections (list, ensure, assign) and parenting | yes |
 //! | `io` | blender-io 1.0.0 | 2: `file.save`, `file.open` | yes |
 //! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
 //!
 //! blender-core 2.0.0 was blender-core 1.3.0 with `file.save`, `file.open` and `python.exec`
 //! moved to their packs; 3.0.0 drops `material.list` (every material and its inputs are in
-//! `scene.snapshot`), and a host that names no packs gets 31 tools.
+//! `scene.snapshot`) and moves the collection and parenting tools, unchanged, to `organize`,
+//! so that the packs an agent needs to build, light, animate and exchange a scene fit the cap
+//! together. A host that names no packs gets 31 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:d0e292a5c7129d2b2512e29e19f2a5a1f6c5debf17cfe3d817e728f3cdfad915`
+//! `blender 3.0.0 = blake3:46d58ed29ae10138f160ae3257958f4e07457d4c1342463fc04f7806f0bbcbe6`
 //!
 //! ## Performance
 //!

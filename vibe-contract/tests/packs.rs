@@ -60,7 +60,7 @@ fn agreed(agreement: &Agreement) -> BTreeSet<String> {
 fn every_pack_fits_the_cap_and_no_tool_is_in_two() {
     let registries = default_registries().unwrap();
     let names: Vec<&str> = registries.packs.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["core", "io", "code"]);
+    assert_eq!(names, ["core", "organize", "io", "code"]);
     let mut seen = BTreeSet::new();
     for pack in &registries.packs {
         assert!(pack.tools.tools().len() <= MAX_TOOLS, "{}", pack.name);
@@ -97,7 +97,7 @@ fn a_host_that_names_no_packs_gets_the_default_ones() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(packs, ["code", "core", "io"]);
+    assert_eq!(packs, ["code", "core", "io", "organize"]);
 }
 
 #[test]
@@ -155,7 +155,7 @@ fn an_unknown_pack_is_refused_naming_the_packs_there_are() {
     assert_eq!(details["proposed"], "sculpt");
     assert_eq!(
         details["allowed"],
-        serde_json::json!(["core", "io", "code"])
+        serde_json::json!(["core", "organize", "io", "code"])
     );
 }
 
