@@ -204,7 +204,7 @@ pub fn describe(options: &Options, pipeline: &Pipeline, listed: usize) -> Vec<St
                 "{tool} offered (kernel confinement: {})",
                 blender.confinement.summary()
             ),
-            (true, false, Some(excluded)) => format!("{tool} is not offered: {}", excluded.why),
+            (true, false, Some(excluded)) => format!("agent code is not offered: {}", excluded.why),
             (true, false, None) => format!("{tool} is not offered"),
             (false, _, _) => format!("{tool} is not offered (start with --allow-code to offer it)"),
         });

@@ -1,100 +1,24 @@
 //! The `vibe-mcp` binary on the mock: MCP over stdio by hand, the official MCP Python client
 //! (with `VIBE_MCP_PYTHON`), the pack selection's refusals, and the sandbox default.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+mod common;
 
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{BINARY, Session, own_sandbox, run};
 use serde_json::{Value, json};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_vibe-mcp");
-
-/// A folder of the test's own with a `sandbox` inside (the audit log goes beside it, so inside
-/// the returned folder, which is removed when the test ends).
-fn own_sandbox() -> (tempfile::TempDir, PathBuf) {
-    let root = tempfile::Builder::new()
-        .prefix("vibe-mcp-test-")
-        .tempdir()
-        .unwrap();
-    let dir = root.path().join("sandbox");
-    std::fs::create_dir(&dir).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    }
-    (root, dir)
-}
-
-/// Runs the binary with `args` and no stdin (a server sees its end at once and stops).
-fn run(args: &[&str], env: &[(&str, &Path)]) -> Output {
-    Command::new(BINARY)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-struct Session {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Session {
-    fn start(args: &[&str]) -> Session {
-        let mut child = Command::new(BINARY)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Session {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    fn notify(&mut self, message: Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-    }
-
-    fn rpc(&mut self, message: Value) -> Value {
-        self.notify(message);
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("{e}: {line:?} (stdout must carry JSON-RPC only)"))
-    }
-
-    fn call(&mut self, id: u64, name: &str, arguments: Value) -> Value {
-        self.rpc(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}))
-    }
-
-    fn finish(mut self) -> std::process::ExitStatus {
-        drop(self.stdin);
-        self.child.wait().unwrap()
-    }
-}
 
 #[test]
 fn the_server_speaks_mcp_over_stdio() {
     let (_root, sandbox) = own_sandbox();
     let mut s = Session::start(&["--mock", "--sandbox", sandbox.to_str().unwrap()]);
-    let init = s.rpc(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
-    );
+    let init = s.initialize();
     assert_eq!(init["result"]["serverInfo"]["name"], "vibe-blender");
     assert!(
         init["result"]["capabilities"]["resources"].is_object(),
         "{init}"
     );
-    s.notify(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let tools = s.rpc(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
     let tools = tools["result"]["tools"].as_array().unwrap();
     assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"));
