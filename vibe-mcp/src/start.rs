@@ -211,3 +211,62 @@ pub fn describe(options: &Options, pipeline: &Pipeline, listed: usize) -> Vec<St
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vibe::contract::{
+        BridgePolicy, HostProfile, HostProposal, Limits, default_registries, negotiate,
+    };
+
+    fn refusal(edit: impl Fn(&mut HostProposal)) -> vibe::contract::Refusal {
+        let host = HostProfile {
+            capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+            ..HostProfile::default()
+        };
+        let mut proposal = HostProposal::new("start-1", host);
+        edit(&mut proposal);
+        let blender = vibe::transport::MockBlender::new().hello().blender;
+        negotiate(
+            &proposal,
+            &BridgePolicy::default(),
+            &blender,
+            &default_registries().unwrap(),
+        )
+        .unwrap_err()
+    }
+
+    #[test]
+    fn a_refusal_is_printed_with_its_rule_message_and_what_is_allowed() {
+        let unknown = refusal(|p| p.packs = Some(["bogus".to_owned()].into()));
+        let printed = refusal_message(&unknown);
+        assert!(
+            printed.starts_with(
+                "the contract refused the session (unknown_pack): there is no tool pack \"bogus\" (allowed: ["
+            ),
+            "{printed}"
+        );
+        // Over the cap: a host cap of 3 stands in for a selection larger than 35 (the same rule).
+        let over = refusal(|p| {
+            p.limits = Some(Limits {
+                tool_surface_cap: 3,
+                ..Limits::default()
+            })
+        });
+        let printed = refusal_message(&over);
+        assert!(
+            printed.starts_with("the contract refused the session (tool_surface_exceeded): ")
+                && printed.contains("exceed the tool surface cap of 3; select fewer packs")
+                && printed.ends_with("(allowed: 3)"),
+            "{printed}"
+        );
+    }
+
+    #[test]
+    fn the_audit_log_lives_beside_the_sandbox() {
+        assert_eq!(
+            default_audit(Path::new("/data/vibe/sandbox")),
+            PathBuf::from("/data/vibe/sandbox.vibe_audit.jsonl")
+        );
+    }
+}
