@@ -155,7 +155,7 @@ impl ServerHandler for VibeServer {
                     ErrorCode::ContractViolation,
                     format!("tool {:?} is not in the agreed contract", request.name),
                 )
-                .with_detail("rule", "tool_not_agreed"),
+                .with_rule(vibe::errors::Rule::ToolNotAgreed),
             )
         };
         let result: CallToolResult = serde_json::from_value(envelope.to_mcp_tool_result())
