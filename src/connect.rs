@@ -24,7 +24,7 @@ use crate::transport::{
 };
 
 /// Where the Blender is.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub enum Target {
     /// The embedded in-memory MockBlender (no Blender needed), with its file tools and its
@@ -41,6 +41,25 @@ pub enum Target {
         /// The add-on's token.
         token: String,
     },
+    /// A transport the embedder built (a wrapped mock, a test double): negotiation and the
+    /// pipeline run on it as they would on any other.
+    Transport(Arc<dyn Transport>),
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Mock => f.write_str("Mock"),
+            Target::BpyPython(python) => f.debug_tuple("BpyPython").field(python).finish(),
+            Target::Blender(binary) => f.debug_tuple("Blender").field(binary).finish(),
+            // The token stays out of logs.
+            Target::Tcp { addr, .. } => f.debug_struct("Tcp").field("addr", addr).finish(),
+            Target::Transport(transport) => f
+                .debug_tuple("Transport")
+                .field(&transport.hello().kernel)
+                .finish(),
+        }
+    }
 }
 
 impl Target {
@@ -65,6 +84,11 @@ impl Target {
             addr,
             token: token.into(),
         }
+    }
+
+    /// A transport of the embedder's own.
+    pub fn transport(transport: Arc<dyn Transport>) -> Target {
+        Target::Transport(transport)
     }
 }
 
@@ -201,6 +225,7 @@ impl Connect {
                 let options = TcpOptions::new(*addr).with_token(token.clone());
                 return Ok(Arc::new(TcpTransport::connect(options).await?));
             }
+            Target::Transport(transport) => return Ok(Arc::clone(transport)),
             Target::BpyPython(python) => (python.clone(), false),
             Target::Blender(binary) => (binary.clone(), true),
         };

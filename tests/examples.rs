@@ -1,4 +1,5 @@
-//! Each example runs on the mock and says what it should.
+//! Each example runs on the mock (or, live, on a real Blender) and says what it should. The MCP
+//! server is the `vibe-mcp` crate, with its own tests.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -54,18 +55,6 @@ fn quickstart_runs_an_agent_session_on_the_mock() {
     }
 }
 
-/// A sandbox of the test's own: one audit log per sandbox (beside it, so inside the returned
-/// folder, which is removed when the test ends), one writer per log.
-fn own_sandbox(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let root = tempfile::Builder::new()
-        .prefix(&format!("vibe-examples-{name}-"))
-        .tempdir()
-        .unwrap();
-    let dir = root.path().join("sandbox");
-    std::fs::create_dir_all(&dir).unwrap();
-    (root, dir)
-}
-
 /// The live examples are `#[ignore = "needs VIBE_LIVE"]`; run with `--include-ignored`, a
 /// missing variable is a failure.
 fn live_var(var: &str) -> std::ffi::OsString {
@@ -74,110 +63,6 @@ fn live_var(var: &str) -> std::ffi::OsString {
         "live test run without VIBE_LIVE=1"
     );
     std::env::var_os(var).unwrap_or_else(|| panic!("VIBE_LIVE=1 but {var} is not set"))
-}
-
-#[test]
-fn mcp_server_speaks_mcp_over_stdio() {
-    use std::io::{BufRead, BufReader, Write};
-    let (_root, sandbox) = own_sandbox("stdio");
-    let mut child = Command::new(example("mcp_server"))
-        .arg("--mock")
-        .arg("--sandbox")
-        .arg(sandbox)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut rpc = |message: serde_json::Value, answer: bool| -> serde_json::Value {
-        writeln!(stdin, "{message}").unwrap();
-        if !answer {
-            return serde_json::Value::Null;
-        }
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("{e}: {line:?} (stdout must carry JSON-RPC only)"))
-    };
-    let init = rpc(
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
-        true,
-    );
-    assert_eq!(init["result"]["serverInfo"]["name"], "vibe-blender");
-    rpc(
-        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        false,
-    );
-    let tools = rpc(
-        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        true,
-    );
-    let tools = tools["result"]["tools"].as_array().unwrap();
-    assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"));
-    assert!(tools.iter().any(|t| t["name"] == "object_move"));
-    let ok = rpc(
-        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mesh_create_cube", "arguments": {"name": "Box"}}}),
-        true,
-    );
-    assert_eq!(ok["result"]["isError"], false);
-    assert_eq!(ok["result"]["structuredContent"]["result"]["name"], "Box");
-    let bad = rpc(
-        serde_json::json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "object_move", "arguments": {"name": "Box", "delta": "up"}}}),
-        true,
-    );
-    assert!(
-        bad.get("error").is_none(),
-        "argument errors are tool errors, not JSON-RPC errors: {bad}"
-    );
-    assert_eq!(bad["result"]["isError"], true);
-    assert_eq!(
-        bad["result"]["structuredContent"]["error"]["code"],
-        "invalid_arguments"
-    );
-    let text = bad["result"]["content"][0]["text"].as_str().unwrap();
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(text).unwrap(),
-        bad["result"]["structuredContent"]
-    );
-    let refused = rpc(
-        serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "object_delete", "arguments": {"name": "Cube"}}}),
-        true,
-    );
-    assert_eq!(
-        refused["result"]["structuredContent"]["error"]["details"]["reason"],
-        "actuator_lock"
-    );
-    drop(stdin);
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "closing stdin shuts the server down cleanly"
-    );
-}
-
-#[test]
-#[ignore = "needs VIBE_LIVE"]
-fn mcp_server_passes_the_official_python_client() {
-    // A Python with the `mcp` and `jsonschema` packages.
-    let python = live_var("VIBE_MCP_PYTHON");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client_check.py");
-    let (_root, sandbox) = own_sandbox("python-client");
-    let output = Command::new(python)
-        .arg(script)
-        .arg(example("mcp_server"))
-        .arg("--sandbox")
-        .arg(sandbox)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
 #[test]

@@ -47,7 +47,9 @@
 //!   answers `unsupported_blender_version` or `capability_missing`) rather than failing the whole
 //!   session; limits are only ever tightened. See the [`negotiate`](mod@negotiate) module for the
 //!   rules and [`RefusalRule`] for each refusal.
-//! * **MCP.** [`Agreement::mcp_tools`] renders the agreed tools as MCP `tools/list` entries.
+//! * **MCP.** [`Agreement::mcp_tools`] renders the agreed tools, and the agreed macros as tools
+//!   named [`MCP_MACRO_PREFIX`] and their name, as MCP `tools/list` entries, each with an
+//!   `outputSchema`: the envelope whose `result` is the registry's `outputs`.
 //!
 //! ## Every negotiated value: where it is enforced, and the test that crosses it
 //!
@@ -132,6 +134,7 @@ pub use fingerprint::{
     FINGERPRINT_PREFIX, Fingerprint, canonical_float, canonical_json, write_canonical,
 };
 pub use macro_registry::{Condition, MacroRegistry, MacroSpec, MacroStep, RollbackMode};
+pub use mcp::{MCP_MACRO_PREFIX, envelope_output_schema};
 pub use negotiate::{
     Agreement, BridgePolicy, FLAG_UI, HostProposal, Refusal, RefusalRule, Registries, negotiate,
 };

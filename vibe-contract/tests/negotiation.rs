@@ -391,7 +391,30 @@ fn default_negotiation_and_mcp_rendering() {
         ]
     );
     let tools = agreement.mcp_tools();
-    assert_eq!(tools.len(), agreement.tools.tools().len());
+    assert_eq!(
+        tools.len(),
+        agreement.tools.tools().len() + contract.capabilities.macros.len()
+    );
+    // Macros are tools too, named apart from every registry tool, and found by that name.
+    let ground = tools
+        .iter()
+        .find(|t| t["name"] == "macro_ground_plane")
+        .unwrap();
+    assert_eq!(ground["inputSchema"]["required"], json!(["name"]));
+    assert_eq!(
+        ground["outputSchema"]["properties"]["result"]["required"],
+        json!(["macro", "version", "steps"])
+    );
+    assert_eq!(ground["annotations"]["readOnlyHint"], false);
+    assert_eq!(
+        agreement
+            .macro_for_mcp_name("macro_ground_plane")
+            .unwrap()
+            .macro_name,
+        "ground_plane"
+    );
+    assert!(agreement.macro_for_mcp_name("ground_plane").is_none());
+    assert!(agreement.tool_for_mcp_name("macro_ground_plane").is_none());
     let delete = tools.iter().find(|t| t["name"] == "object_delete").unwrap();
     assert_eq!(delete["annotations"]["destructiveHint"], true);
     assert_eq!(delete["inputSchema"]["additionalProperties"], false);

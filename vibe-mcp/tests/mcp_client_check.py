@@ -1,10 +1,18 @@
-"""Drives `mcp_server --mock` with the official MCP Python SDK's stdio client.
+"""Drives `vibe-mcp --mock` with the official MCP Python SDK's stdio client.
 
-    python tests/mcp_client_check.py path/to/mcp_server
+    python mcp_client_check.py path/to/vibe-mcp --sandbox DIR \
+        --mock-delay render.still=1500 --mock-delay mesh.create_plane=3000
 
-Checks: initialize, tools/list (every inputSchema a valid JSON Schema), a successful call, an
-invalid-arguments call (a tool error, not a protocol error), a refused delete, a clean shutdown.
-Prints a closing 'N passed, N failed' line and exits non-zero on any failure.
+The two delays are needed: render.still must run long enough to report progress, and
+mesh.create_plane long enough to be cancelled before it runs.
+
+Checks: initialize, tools/list (every inputSchema and outputSchema a valid JSON Schema, on every
+tool, macros included), answers validated against their outputSchema, a successful call, an
+invalid-arguments call (a tool error, not a protocol error), a refused delete, a macro,
+render_still's image block (a PNG) and its progress notifications, resources list and read, the
+cancellation of a slow call (it never takes effect), a clean shutdown.
+Prints one 'ok' or 'FAIL' line per check and a closing 'N passed, N failed' line; exits
+non-zero on any failure.
 """
 
 import asyncio
@@ -12,6 +20,7 @@ import base64
 import json
 import struct
 import sys
+import time
 
 import jsonschema
 from mcp import ClientSession, StdioServerParameters
@@ -55,6 +64,7 @@ async def main(server, extra):
             listed = await session.list_tools()
             names = {tool.name for tool in listed.tools}
             check("tools/list has the scene tools", {"object_move", "mesh_create_cube", "scene_snapshot"} <= names, sorted(names))
+            check("tools/list has the macros", {"macro_build_and_place", "macro_ground_plane"} <= names, sorted(names))
             invalid_schemas = []
             for tool in listed.tools:
                 try:
@@ -118,6 +128,68 @@ async def main(server, extra):
                 meta = envelope(rendered)["result"]["_meta"]["image"]
                 check("the envelope names the image without its bytes",
                       (meta["width"], meta["height"]) == (64, 48) and "data" not in meta, meta)
+
+            # Macros are tools: their answer is an envelope too.
+            ground = await session.call_tool("macro_ground_plane", {"name": "Ground"})
+            conforms("macro_ground_plane", ground)
+            env = envelope(ground)
+            check("a macro runs as one tool", not is_error(ground) and env["result"]["macro"] == "ground_plane"
+                  and len(env["result"]["steps"]) >= 1, env)
+
+            # Progress: render.still's registry time class is `render`; asked with a progress
+            # token, it reports seconds run against its deadline (the mock is delayed 1.5 s).
+            notes = []
+
+            async def on_progress(progress, total, message):
+                notes.append((progress, total, message))
+
+            slow_render = await session.call_tool("render_still", {"path": "slow.png", "width": 32, "height": 32},
+                                                  progress_callback=on_progress)
+            check("render_still with progress answers", not is_error(slow_render), envelope(slow_render))
+            values = [p for p, _, _ in notes]
+            check("render_still reports progress while it runs", len(notes) >= 2, notes)
+            check("progress rises with every notification", all(a < b for a, b in zip(values, values[1:])), values)
+            check("progress counts against the render deadline", bool(notes) and all(t and t > 0 and p <= t for p, t, _ in notes)
+                  and len({t for _, t, _ in notes}) == 1, notes)
+            quick = []
+
+            async def on_quick(progress, total, message):
+                quick.append(progress)
+
+            await session.call_tool("scene_telemetry", {}, progress_callback=on_quick)
+            check("a quick tool reports no progress", quick == [], quick)
+
+            # Resources: the scene and Blender's errors, read through the pipeline.
+            listed = await session.list_resources()
+            uris = sorted(str(r.uri) for r in listed.resources)
+            check("resources/list has the scene and the errors", uris == ["vibe://blender/errors", "vibe://scene/snapshot"], uris)
+            snapshot = await session.read_resource("vibe://scene/snapshot")
+            snap = json.loads(snapshot.contents[0].text)
+            check("the scene snapshot resource is the snapshot tool's envelope",
+                  snap["ok"] and any(o["name"] == "Ground" for o in snap["result"]["objects"])
+                  and field(snapshot.contents[0], "mimeType") == "application/json", snap.get("error"))
+            errors = json.loads((await session.read_resource("vibe://blender/errors")).contents[0].text)
+            check("the errors resource is blender.errors' envelope", errors["ok"] and isinstance(errors["result"]["errors"], list), errors)
+            try:
+                await session.read_resource("vibe://nothing")
+                check("an unknown resource is an error", False)
+            except Exception as e:
+                check("an unknown resource is an error", "vibe://nothing" in str(e), e)
+
+            # Cancellation: the client gives up on a slow create (the mock holds it 3 s before
+            # it runs) and sends notifications/cancelled; the server cancels the pipeline's
+            # call, so the plane is never made, even after the 3 s have passed.
+            started = time.monotonic()
+            try:
+                await session.call_tool("mesh_create_plane", {"name": "Slow"}, read_timeout_seconds=0.5)
+                check("the slow call is abandoned by the client", False, "it answered")
+            except Exception as e:
+                check("the slow call is abandoned by the client", time.monotonic() - started < 2.5, repr(e))
+            await asyncio.sleep(max(0.0, started + 3.5 - time.monotonic()))
+            gone = envelope(await session.call_tool("object_info", {"name": "Slow"}))
+            check("the cancelled call never took effect", not gone["ok"] and gone["error"]["code"] == "not_found", gone)
+            alive = await session.call_tool("scene_telemetry", {})
+            check("the session serves on after a cancel", not is_error(alive), envelope(alive))
     check("clean shutdown", True)
     print("%d passed, %d failed" % (passed, failed))
     return failed == 0
