@@ -16,7 +16,9 @@
 //! ```
 //!
 //! `expect` is checked on every run (`ok`, and `code` / `reason` for errors, `result` as a
-//! subset of the result). Beside each scenario, `<name>.expected.json` holds the normalized
+//! subset of the result), and an image a tool says it made (the registry's `hints.image`) must
+//! be in the sandbox: a PNG of the answer's size with image data (its bytes are the
+//! renderer's, never compared). Beside each scenario, `<name>.expected.json` holds the normalized
 //! answer of every step and the scene's content fingerprint after the last step; every backend
 //! must reproduce it exactly. Each scenario starts from Blender's factory scene.
 //!
@@ -331,6 +333,70 @@ fn replace_in(value: &Value, from: &str, to: &str) -> Value {
     }
 }
 
+/// Whether the image a tool says it made (the registry's `hints.image` names the result field
+/// with its sandbox path) is there: a PNG of the answer's `width` x `height` with image data.
+/// Its bytes differ between renderers and are not compared; that a picture exists, of the size
+/// asked, is the same everywhere.
+fn image_made(tool: &str, envelope: &Envelope, sandbox: Option<&str>) -> Result<(), String> {
+    let Some(field) = registries()?
+        .tools
+        .get(tool)
+        .and_then(|spec| spec.hints.image.as_deref())
+    else {
+        return Ok(());
+    };
+    let Some(result) = envelope.result() else {
+        return Ok(());
+    };
+    let relative = result
+        .get(field)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{tool}: the answer names no image in `{field}`"))?;
+    let sandbox = sandbox.ok_or_else(|| format!("{tool}: an image without a sandbox"))?;
+    let path = Path::new(sandbox).join(relative);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{tool}: {}: {e}", path.display()))?;
+    let image = vibe_errors::Image::png(bytes).map_err(|e| format!("{tool}: {relative}: {e}"))?;
+    let side = |key: &str| result.get(key).and_then(Value::as_u64);
+    if side("width") != Some(u64::from(image.width))
+        || side("height") != Some(u64::from(image.height))
+    {
+        return Err(format!(
+            "{tool}: {relative} is {} x {}, the answer says {:?} x {:?}",
+            image.width,
+            image.height,
+            side("width"),
+            side("height")
+        ));
+    }
+    if png_image_data(&image.data) == 0 {
+        return Err(format!("{tool}: {relative} holds no image data"));
+    }
+    Ok(())
+}
+
+/// The bytes of a PNG's image data chunks (IDAT), 0 when its chunks do not add up to a whole
+/// file ending in IEND.
+fn png_image_data(png: &[u8]) -> usize {
+    let mut at = 8;
+    let mut data = 0;
+    while let Some(header) = png.get(at..at + 8) {
+        let length = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let Some(end) = (at + 12)
+            .checked_add(length)
+            .filter(|&end| end <= png.len())
+        else {
+            return 0;
+        };
+        match &header[4..8] {
+            b"IDAT" => data += length,
+            b"IEND" => return data,
+            _ => {}
+        }
+        at = end;
+    }
+    0
+}
+
 /// The sandbox folder of one run, removed when dropped.
 struct Sandbox(PathBuf);
 
@@ -441,6 +507,8 @@ pub async fn run(
         check(&step, &envelope).map_err(|e| format!("{} step {i}: {e}", scenario.name))?;
         by_registry(&step.call, &envelope)
             .map_err(|e| format!("{} step {i}: {e}", scenario.name))?;
+        image_made(&step.call, &envelope, sandbox_path.as_deref())
+            .map_err(|e| format!("{} step {i}: {e}", scenario.name))?;
         let mut answer = contract(&normalize(&envelope));
         if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
             for (_, field) in BUILD_SPECIFIC_RESULTS
@@ -474,4 +542,58 @@ pub async fn run(
             )
         })?;
     Ok(Outcome { steps, scene })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::png_image_data;
+
+    /// A PNG-shaped byte string from (kind, data) chunks; CRCs are not read by the check.
+    fn chunks(list: &[(&[u8; 4], &[u8])]) -> Vec<u8> {
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        for (kind, data) in list {
+            png.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            png.extend_from_slice(*kind);
+            png.extend_from_slice(data);
+            png.extend_from_slice(&[0; 4]);
+        }
+        png
+    }
+
+    #[test]
+    fn image_data_is_the_idat_bytes_of_a_whole_file() {
+        let header: &[u8] = &[0; 13];
+        let whole = chunks(&[
+            (b"IHDR", header),
+            (b"IDAT", &[1; 5]),
+            (b"IDAT", &[2; 7]),
+            (b"IEND", &[]),
+        ]);
+        assert_eq!(png_image_data(&whole), 12);
+        // No image data, no end, a chunk running past the file: nothing to show.
+        assert_eq!(
+            png_image_data(&chunks(&[
+                (b"IHDR", header),
+                (b"IDAT", &[]),
+                (b"IEND", &[])
+            ])),
+            0
+        );
+        assert_eq!(
+            png_image_data(&chunks(&[(b"IHDR", header), (b"IDAT", &[1; 5])])),
+            0
+        );
+        assert_eq!(png_image_data(&whole[..whole.len() - 13]), 0);
+        let mut lying = whole.clone();
+        lying[33..37].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(png_image_data(&lying), 0);
+    }
+
+    #[cfg(feature = "mock")]
+    #[test]
+    fn the_mock_renders_a_png_with_image_data() {
+        let png = crate::mock::png::solid_png(4, 3, [1, 2, 3]);
+        // A stored deflate block of 3 rows of 1 + 4 * 3 bytes: 39 bytes inside zlib's frame.
+        assert!(png_image_data(&png) > 39, "{}", png_image_data(&png));
+    }
 }

@@ -19,7 +19,7 @@
 mod faults;
 mod files;
 mod lock;
-mod png;
+pub(crate) mod png;
 mod scene;
 mod tools;
 mod transport;
