@@ -596,4 +596,35 @@ mod tests {
         // A stored deflate block of 3 rows of 1 + 4 * 3 bytes: 39 bytes inside zlib's frame.
         assert!(png_image_data(&png) > 39, "{}", png_image_data(&png));
     }
+
+    #[cfg(feature = "mock")]
+    #[test]
+    fn a_render_must_leave_a_png_of_its_answers_size() {
+        use super::image_made;
+        use serde_json::json;
+        use vibe_errors::Envelope;
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = dir.path().to_str().unwrap();
+        std::fs::write(
+            dir.path().join("r.png"),
+            crate::mock::png::solid_png(16, 12, [9, 9, 9]),
+        )
+        .unwrap();
+        let answer = |path: &str, width: u32, height: u32| {
+            Envelope::Ok(json!({"path": path, "width": width, "height": height}))
+        };
+        assert_eq!(
+            image_made("render.still", &answer("r.png", 16, 12), Some(sandbox)),
+            Ok(())
+        );
+        let wrong = image_made("render.still", &answer("r.png", 16, 13), Some(sandbox));
+        assert!(wrong.unwrap_err().contains("16 x 12"));
+        let missing = image_made("render.still", &answer("gone.png", 16, 12), Some(sandbox));
+        assert!(missing.unwrap_err().contains("gone.png"));
+        // A tool that makes no image is not checked.
+        assert_eq!(
+            image_made("object.list", &answer("gone.png", 1, 1), None),
+            Ok(())
+        );
+    }
 }
