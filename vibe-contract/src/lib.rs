@@ -121,8 +121,8 @@ mod version;
 pub use confinement::Confinement;
 pub use contract::*;
 pub use default_registry::{
-    CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML, MACROS_YAML,
-    default_registries,
+    CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML, LOOK_TOOLS_YAML,
+    MACROS_YAML, default_registries,
 };
 pub use effects::{DataKind, Effect, EffectAction};
 pub use fingerprint::{
