@@ -19,6 +19,7 @@
 mod faults;
 mod files;
 mod lock;
+mod look_data;
 mod png;
 mod scene;
 mod tools;
@@ -32,8 +33,9 @@ use vibe_errors::Envelope;
 
 pub use faults::{Fault, FaultPlan};
 pub use scene::{
-    Collection, MASTER_COLLECTION, MAX_NAME_BYTES, Material, MeshCounts, Modifier, Object,
-    ObjectData, ObjectType, Principled, Scene, primitive_counts, primitive_extent,
+    CameraData, Collection, LightData, MASTER_COLLECTION, MAX_NAME_BYTES, Material, MeshCounts,
+    Modifier, Object, ObjectData, ObjectType, Principled, Scene, World, primitive_counts,
+    primitive_extent,
 };
 pub use transport::MockTransport;
 
