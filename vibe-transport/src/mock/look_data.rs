@@ -37,7 +37,7 @@ impl CameraData {
     pub fn factory() -> CameraData {
         CameraData {
             clip_end: 100.0,
-            ortho_scale: 7.314_285_755_157_471,
+            ortho_scale: 7.314_285_8,
             ..CameraData::new()
         }
     }
@@ -80,7 +80,7 @@ impl LightData {
             color: [1.0; 3],
             radius: 0.25,
             area_size: 0.25,
-            sun_angle: 0.009_180_432_185_530_663,
+            sun_angle: 0.009_180_432,
             spot_size: std::f32::consts::FRAC_PI_4,
             spot_blend: 0.15,
         }
@@ -92,8 +92,8 @@ impl LightData {
             energy: 1000.0,
             radius: 0.1,
             area_size: 0.1,
-            sun_angle: 0.199_337_303_638_458_25,
-            spot_size: 1.308_996_915_817_260_7,
+            sun_angle: 0.199_337_3,
+            spot_size: 1.308_996_9,
             ..LightData::new("POINT")
         }
     }
@@ -142,7 +142,7 @@ impl World {
     /// The factory startup's world (0.050876 grey, strength 1).
     pub fn factory() -> World {
         World {
-            color: [0.050_876_088_440_418_24; 3],
+            color: [0.050_876_09; 3],
             ..World::new()
         }
     }
