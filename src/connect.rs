@@ -169,8 +169,9 @@ impl Connect {
     }
 
     /// The tool packs the session selects (`core` always; without this, the default packs:
-    /// core, look, io and code). The contract's 35-tool cap applies to the selection: for
-    /// example look, animate and code fit, look, animate and io do not.
+    /// core, organize, io and code; `look` only when named). The contract's 35-tool cap applies
+    /// to the selection: core with look, animate and io is 35; adding organize or code to them
+    /// is refused, naming each pack's count.
     pub fn packs<S: Into<String>>(mut self, packs: impl IntoIterator<Item = S>) -> Connect {
         self.packs = Some(packs.into_iter().map(Into::into).collect());
         self

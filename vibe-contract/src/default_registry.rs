@@ -19,6 +19,10 @@ pub const IO_TOOLS_YAML: &str = include_str!("../registries/blender-io-v1.tools.
 /// The YAML text of the code pack (blender-code): `python.exec`.
 pub const CODE_TOOLS_YAML: &str = include_str!("../registries/blender-code-v1.tools.yaml");
 
+/// The YAML text of the look pack (blender-look): cameras, lights and the world background. Not
+/// a default pack; a host selects it by name.
+pub const LOOK_TOOLS_YAML: &str = include_str!("../registries/blender-look-v1.tools.yaml");
+
 /// The YAML text of the default macro registry.
 pub const MACROS_YAML: &str = include_str!("../registries/blender-core-v2.macros.yaml");
 
@@ -26,12 +30,13 @@ pub const MACROS_YAML: &str = include_str!("../registries/blender-core-v2.macros
 pub const CATALOG_NAME: &str = "blender";
 
 /// The default packs, by name, YAML text, and whether a host that names none gets it: all of
-/// them (`code` needs `code_exec` besides), 31 tools within the cap of 35.
-pub const DEFAULT_PACKS: [(&str, &str, bool); 4] = [
+/// them but `look` (`code` needs `code_exec` besides), 31 tools within the cap of 35.
+pub const DEFAULT_PACKS: [(&str, &str, bool); 5] = [
     (CORE_PACK, CORE_TOOLS_YAML, true),
     ("organize", ORGANIZE_TOOLS_YAML, true),
     ("io", IO_TOOLS_YAML, true),
     ("code", CODE_TOOLS_YAML, true),
+    ("look", LOOK_TOOLS_YAML, false),
 ];
 
 /// The default registries (every pack, the catalog and the macros), loaded and validated once
@@ -57,7 +62,7 @@ pub fn default_registries() -> Result<Registries, crate::RegistryError> {
             let tools = catalog(
                 CATALOG_NAME,
                 core_version,
-                "Every pack of blender tools: core, organize, io, code.",
+                "Every pack of blender tools: core, organize, io, code, look.",
                 &packs,
             )?;
             let macros = MacroRegistry::from_yaml_str(MACROS_YAML, &tools)?;

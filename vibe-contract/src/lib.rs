@@ -91,6 +91,7 @@
 //! | `organize` | blender-organize 1.0.0 | 4: collections (list, ensure, assign) and parenting | yes |
 //! | `io` | blender-io 1.0.0 | 2: `file.save`, `file.open` | yes |
 //! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
+//! | `look` | blender-look 1.0.0 | 4: `camera.set` (lens, sensor, clipping, projection, the scene camera), `object.aim`, `light.set` (type, power, colour, size, spot cone), `world.set` (background colour and strength) | no |
 //!
 //! blender-core 2.0.0 was blender-core 1.3.0 with `file.save`, `file.open` and `python.exec`
 //! moved to their packs; 3.0.0 drops `material.list` (every material and its inputs are in
@@ -99,7 +100,7 @@
 //! together. A host that names no packs gets 31 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:46d58ed29ae10138f160ae3257958f4e07457d4c1342463fc04f7806f0bbcbe6`
+//! `blender 3.0.0 = blake3:6fe42f54ef6644d26ee1c4279442d3157b0ddbedc0cff51d0b6c9436b14a02de`
 //!
 //! ## Performance
 //!
@@ -126,8 +127,8 @@ mod version;
 pub use confinement::Confinement;
 pub use contract::*;
 pub use default_registry::{
-    CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML, MACROS_YAML,
-    default_registries,
+    CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML, LOOK_TOOLS_YAML,
+    MACROS_YAML, default_registries,
 };
 pub use effects::{DataKind, Effect, EffectAction};
 pub use fingerprint::{

@@ -377,9 +377,19 @@ fn default_negotiation_and_mcp_rendering() {
         .collect();
     assert_eq!(
         excluded,
-        ["file.open", "file.save", "python.exec", "render.still"]
-            .into_iter()
-            .collect()
+        // The look pack is not a default pack: its tools are left out until a host selects it.
+        [
+            "camera.set",
+            "file.open",
+            "file.save",
+            "light.set",
+            "object.aim",
+            "python.exec",
+            "render.still",
+            "world.set"
+        ]
+        .into_iter()
+        .collect()
     );
     assert_eq!(
         contract.capabilities.macros,

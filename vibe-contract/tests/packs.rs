@@ -60,7 +60,7 @@ fn agreed(agreement: &Agreement) -> BTreeSet<String> {
 fn every_pack_fits_the_cap_and_no_tool_is_in_two() {
     let registries = default_registries().unwrap();
     let names: Vec<&str> = registries.packs.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["core", "organize", "io", "code"]);
+    assert_eq!(names, ["core", "organize", "io", "code", "look"]);
     let mut seen = BTreeSet::new();
     for pack in &registries.packs {
         assert!(pack.tools.tools().len() <= MAX_TOOLS, "{}", pack.name);
@@ -89,8 +89,15 @@ fn every_pack_fits_the_cap_and_no_tool_is_in_two() {
 fn a_host_that_names_no_packs_gets_the_default_ones() {
     let registries = default_registries().unwrap();
     let agreement = negotiate_with(&registries, None).unwrap();
-    let every: BTreeSet<String> = registries.tools.names().map(str::to_owned).collect();
-    assert_eq!(agreed(&agreement), every);
+    // Every tool but the look pack's, which is not a default pack.
+    let look = pack_tools(&registries, "look");
+    let defaults: BTreeSet<String> = registries
+        .tools
+        .names()
+        .map(str::to_owned)
+        .filter(|t| !look.contains(t))
+        .collect();
+    assert_eq!(agreed(&agreement), defaults);
     let packs: Vec<&str> = agreement
         .contract
         .packs
@@ -155,8 +162,32 @@ fn an_unknown_pack_is_refused_naming_the_packs_there_are() {
     assert_eq!(details["proposed"], "sculpt");
     assert_eq!(
         details["allowed"],
-        serde_json::json!(["core", "organize", "io", "code"])
+        serde_json::json!(["core", "organize", "io", "code", "look"])
     );
+}
+
+#[test]
+fn the_look_pack_is_selected_by_name() {
+    let registries = default_registries().unwrap();
+    let look = pack_tools(&registries, "look");
+    assert_eq!(
+        look,
+        set(&["camera.set", "light.set", "object.aim", "world.set"])
+    );
+    let agreement = negotiate_with(&registries, Some(&["look"])).unwrap();
+    let expected: BTreeSet<String> = pack_tools(&registries, "core")
+        .union(&look)
+        .cloned()
+        .collect();
+    assert_eq!(agreed(&agreement), expected);
+    // Beside io and code it still fits the cap.
+    let beside = negotiate_with(&registries, Some(&["io", "code", "look"])).unwrap();
+    let wanted: BTreeSet<String> = ["core", "io", "code", "look"]
+        .iter()
+        .flat_map(|p| pack_tools(&registries, p))
+        .collect();
+    assert!(wanted.len() <= MAX_TOOLS);
+    assert_eq!(agreed(&beside), wanted);
 }
 
 /// A pack set larger than the cap, made from the shipped core pack's tools: the packs of the

@@ -7,8 +7,8 @@
 //! * each object gets `data_fingerprint`, over its `data` block;
 //! * `indices`: `by_name` (name -> position in `objects`), `by_collection` and `by_material`
 //!   (name -> sorted object names);
-//! * `content_fingerprint`, over `objects`, `collections` and `materials` only: equal for equal
-//!   scenes whatever Blender produced them;
+//! * `content_fingerprint`, over `objects`, `collections`, `materials`, the scene `camera` and
+//!   the `world` only: equal for equal scenes whatever Blender produced them;
 //! * `fingerprint`, over everything else in the snapshot, including `snapshot_version` and
 //!   `blender_version`.
 
@@ -79,11 +79,17 @@ pub fn seal(snapshot: &mut Value) {
         "indices".into(),
         json!({"by_name": by_name, "by_collection": sorted(by_collection), "by_material": sorted(by_material)}),
     );
-    let content = json!({
+    let mut content = json!({
         "objects": root.get("objects").cloned().unwrap_or(Value::Null),
         "collections": root.get("collections").cloned().unwrap_or(Value::Null),
         "materials": root.get("materials").cloned().unwrap_or(Value::Null),
     });
+    // The scene camera and the world, where the kernel reports them (the look pack's settings).
+    for key in ["camera", "world"] {
+        if let (Some(value), Some(map)) = (root.get(key), content.as_object_mut()) {
+            map.insert(key.into(), value.clone());
+        }
+    }
     root.insert(
         "content_fingerprint".into(),
         json!(Fingerprint::of_value(&content)),

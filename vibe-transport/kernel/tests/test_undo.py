@@ -283,6 +283,7 @@ class UndoTest(KernelCalls, unittest.TestCase):
             {"name": "Collection", "what": "collection changed"},
             {"name": "Props", "what": "collection added"},
             {"name": "Glass", "what": "material added"},
+            {"name": "scene camera", "what": "changed"},  # removing Camera took it away
         ])
         self.assertEqual(snapshot.differences(before, before), [])
 

@@ -5,7 +5,7 @@ object. The actuator lock's rules are in lock.py."""
 import bmesh
 import bpy
 
-from . import lock
+from . import lock, look
 from .envelope import invalid, not_found
 from .tools import (MASTER, check_name, collection_by_name, collection_parent, default_collection, find_collection,
                     floats, has_collection, object_json, opt_num, opt_str, opt_vec, req_str, resolve, tool)
@@ -115,7 +115,7 @@ def object_create(k, params):
         lt = light_type or "POINT"
         if lt not in ("POINT", "SUN", "SPOT", "AREA"):
             raise invalid("light_type", "`light_type` must be POINT, SUN, SPOT or AREA")
-        make = lambda name: bpy.data.lights.new(name, lt)  # noqa: E731
+        make = lambda name: look.new_light(name, lt)  # noqa: E731
     elif kind == "MESH":
         if primitive is None:
             raise invalid("primitive", "a MESH needs a `primitive`")

@@ -3,6 +3,7 @@ collections, objects, the scene graph, identities and materials."""
 
 import bpy
 
+from . import look
 from .envelope import invalid, not_found
 from .index import SCENE_INDEX
 from .lock import created_by_agent
@@ -21,7 +22,9 @@ def kernel_status(k, params):
 def scene_snapshot(k, params):
     return {"snapshot_version": 1, "scene": scene().name, "blender_version": k.blender_version,
             "objects": [object_json(o) for o in scene_objects()],
-            "collections": collections_json(), "materials": materials_json(k.state.sandbox)}
+            "collections": collections_json(), "materials": materials_json(k.state.sandbox),
+            "camera": scene().camera.name if scene().camera else None,
+            "world": look.world_json(scene().world) if scene().world else None}
 
 
 @tool("scene.telemetry")

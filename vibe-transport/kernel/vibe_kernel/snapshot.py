@@ -434,7 +434,8 @@ def fingerprint():
     """The scene's content as the human would see it, cheap enough to take around every agent
     call in a GUI transaction (about 5 ms at 1000 objects): each object's type, data, transform,
     parent, collections, modifiers, materials, visibility, selection and data settings, each
-    mesh's counts and vertex positions, the scene's collections and the surface materials."""
+    mesh's counts and vertex positions, the scene's collections, the surface materials, the scene
+    camera and the world."""
     scene = bpy.context.scene
     linked = {}
     for collection in [scene.collection] + list(scene.collection.children_recursive):
@@ -465,7 +466,9 @@ def fingerprint():
     collections = {c.name: (tuple(sorted(ch.name for ch in c.children)), tuple(sorted(o.name for o in c.objects)))
                    for c in scene.collection.children_recursive}
     materials = {m.name: material_signature(m) for m in bpy.data.materials if not m.is_grease_pencil}
-    return {"objects": objects, "collections": collections, "materials": materials}
+    look = {"scene camera": scene.camera.name if scene.camera else None,
+            "world": world_signature(scene.world)}
+    return {"objects": objects, "collections": collections, "materials": materials, "look": look}
 
 
 def mesh_signature(mesh):
@@ -486,13 +489,25 @@ def modifier_signature(modifier):
     return (modifier.name, modifier.type) + tuple(getattr(modifier, f, None) for f in MODIFIER_SETTINGS)
 
 
+LIGHT_SETTINGS = ("shadow_soft_size", "size", "angle", "spot_size", "spot_blend")
+
+
 def data_signature(obj):
     data = obj.data
     if obj.type == "LIGHT":
-        return (data.type, data.energy, tuple(data.color))
+        return (data.type, data.energy, tuple(data.color)) + tuple(getattr(data, f, None) for f in LIGHT_SETTINGS)
     if obj.type == "CAMERA":
-        return (data.type, data.lens, data.ortho_scale)
+        return (data.type, data.lens, data.ortho_scale, data.sensor_width, data.clip_start, data.clip_end)
     return None
+
+
+def world_signature(world):
+    if world is None:
+        return None
+    node = next((n for n in world.node_tree.nodes if n.type == "BACKGROUND"), None) if world.node_tree else None
+    if node is None:
+        return (world.name, tuple(world.color))
+    return (world.name, tuple(node.inputs["Color"].default_value), node.inputs["Strength"].default_value)
 
 
 def material_signature(material):
@@ -537,6 +552,9 @@ def differences(old, new):
                 changed.append({"name": name, "what": kind + " added"})
             elif was[name] != now[name]:
                 changed.append({"name": name, "what": kind + " changed"})
+    for name, value in sorted(new.get("look", {}).items()):
+        if old.get("look", {}).get(name) != value:
+            changed.append({"name": name, "what": "changed"})
     return changed
 
 

@@ -277,7 +277,9 @@ def data_json(obj):
                 "polygons": len(me.polygons), "extent": mesh_extent(me),
                 "material_slots": len(obj.material_slots)}
     if obj.type == "LIGHT":
-        return {"type": "LIGHT", "light_type": obj.data.type}
+        return look.light_data_json(obj.data)
+    if obj.type == "CAMERA":
+        return look.camera_data_json(obj.data)
     if obj.type == "ARMATURE":
         return {"type": "ARMATURE", "bones": len(obj.data.bones)}
     return {"type": obj.type}
@@ -421,7 +423,7 @@ def estimated_polygons(obj):
 
 
 # The tools, by family (each module registers its own with `tool`).
-from . import agent_code, files, materials, objects, reads, transactions  # noqa: E402,F401
+from . import agent_code, files, look, materials, objects, reads, transactions  # noqa: E402,F401
 
 
 def check_complete():

@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use vibe_errors::{ErrorBody, ErrorCode, Reason};
 
 use super::MockBlender;
-use super::scene::ObjectType;
 use super::tools::{ToolResult, invalid, not_found, opt_u32, req_str};
 use crate::frame::SessionConfig;
 
@@ -153,8 +152,8 @@ impl MockBlender {
         Ok(target)
     }
 
-    /// `render.still` with the kernel's checks (sizes, samples, quality, the path, a camera in the
-    /// scene: MockBlender has no scene camera of its own, so any camera object will do). No
+    /// `render.still` with the kernel's checks (sizes, samples, quality, the path, a scene camera,
+    /// which deleting the camera object takes away as in Blender). No
     /// renderer: it writes a real PNG of the asked size in one flat grey at the path, so that
     /// what reads the image back (the bridge, an MCP client) has a file to read.
     pub(super) fn render_still(&mut self, params: &Value) -> ToolResult {
@@ -190,13 +189,12 @@ impl MockBlender {
                 format!("path {relative:?} resolves to a name with '#', which Blender rewrites"),
             ));
         }
-        if !self
-            .scene
-            .objects
-            .values()
-            .any(|o| o.kind == ObjectType::Camera)
-        {
-            return Err(invalid("path", "the scene has no camera to render from"));
+        if self.scene.camera.is_none() {
+            return Err(invalid(
+                "path",
+                "the scene has no camera to render from; make one with object.create and make it \
+                 the scene camera",
+            ));
         }
         let png = super::png::solid_png(width, height, [128, 128, 128]);
         // As the kernel does, the folders of a path like `renders/still.png` are made first.

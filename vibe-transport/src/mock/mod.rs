@@ -6,7 +6,9 @@
 //! transforms, default modifier parameters), keeps a console error ring, a busy state, one
 //! transaction at a time, and the session's record of the objects it created and the modifiers
 //! it added (the actuator lock refuses rename, delete, move and modifier removal of anything
-//! else, as the kernel does). Faults are injected by a seeded [`FaultPlan`].
+//! else, as the kernel does). Cameras, lights and the world carry the settings the look pack
+//! edits ([`CameraData`], [`LightData`], [`World`], the scene camera), with the values of
+//! Blender's factory scene and of new data-blocks. Faults are injected by a seeded [`FaultPlan`].
 //!
 //! It cannot run Python: its hello offers no `code_exec` unless an embedder plugs in a
 //! [`CodeHandler`]. It offers `file.read`, `file.write` and `render` only when asked
@@ -19,6 +21,7 @@
 mod faults;
 mod files;
 mod lock;
+mod look_data;
 pub(crate) mod png;
 mod scene;
 mod tools;
@@ -32,8 +35,9 @@ use vibe_errors::Envelope;
 
 pub use faults::{Fault, FaultPlan};
 pub use scene::{
-    Collection, MASTER_COLLECTION, MAX_NAME_BYTES, Material, MeshCounts, Modifier, Object,
-    ObjectData, ObjectType, Principled, Scene, primitive_counts, primitive_extent,
+    CameraData, Collection, LightData, MASTER_COLLECTION, MAX_NAME_BYTES, Material, MeshCounts,
+    Modifier, Object, ObjectData, ObjectType, Principled, Scene, World, primitive_counts,
+    primitive_extent,
 };
 pub use transport::MockTransport;
 

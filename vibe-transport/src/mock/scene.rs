@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+pub use super::look_data::{CameraData, LightData, World};
+
 /// The name of every scene's master collection.
 pub const MASTER_COLLECTION: &str = "Scene Collection";
 
@@ -97,10 +99,10 @@ fn round_extent(x: f64) -> f64 {
 pub enum ObjectData {
     /// A mesh with its element counts.
     Mesh(MeshCounts),
-    /// A light of a type (`POINT`, `SUN`, `SPOT`, `AREA`).
-    Light(String),
-    /// A camera.
-    Camera,
+    /// A light with its settings.
+    Light(LightData),
+    /// A camera with its settings.
+    Camera(CameraData),
     /// An armature with its number of bones.
     Armature(u32),
     /// No data.
@@ -340,6 +342,10 @@ pub struct Scene {
     pub images: Vec<Image>,
     /// The view layer's active object.
     pub active: Option<String>,
+    /// The scene camera's object name (what renders are made from).
+    pub camera: Option<String>,
+    /// The scene's world, if it has one.
+    pub world: Option<World>,
     /// The next object uid.
     pub next_uid: u64,
 }
@@ -353,6 +359,8 @@ impl PartialEq for Scene {
             &self.materials,
             &self.images,
             &self.active,
+            &self.camera,
+            &self.world,
         ) == (
             &other.name,
             &other.objects,
@@ -360,6 +368,8 @@ impl PartialEq for Scene {
             &other.materials,
             &other.images,
             &other.active,
+            &other.camera,
+            &other.world,
         )
     }
 }
@@ -385,7 +395,7 @@ impl Scene {
             2,
             "Camera",
             ObjectType::Camera,
-            ObjectData::Camera,
+            ObjectData::Camera(CameraData::factory()),
             "Collection",
         );
         camera.location = f32x3([7.358891487121582, -6.925790786743164, 4.958309173583984]);
@@ -394,7 +404,7 @@ impl Scene {
             3,
             "Light",
             ObjectType::Light,
-            ObjectData::Light("POINT".to_owned()),
+            ObjectData::Light(LightData::factory()),
             "Collection",
         );
         light.location = f32x3([4.076245307922363, 1.0054539442062378, 5.903861999511719]);
@@ -417,6 +427,8 @@ impl Scene {
             materials: [("Material".to_owned(), material)].into_iter().collect(),
             images: Vec::new(),
             active: Some("Cube".to_owned()),
+            camera: Some("Camera".to_owned()),
+            world: Some(World::factory()),
             next_uid: 4,
         }
     }
@@ -448,6 +460,9 @@ impl Scene {
         }
         if self.active.as_deref() == Some(old) {
             self.active = Some(new.to_owned());
+        }
+        if self.camera.as_deref() == Some(old) {
+            self.camera = Some(new.to_owned());
         }
     }
 

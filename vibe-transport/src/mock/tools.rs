@@ -7,6 +7,7 @@
 //! (`file.save`, `file.open`); the actuator lock's rules are in `lock.rs`.
 
 mod agent_code;
+mod look;
 mod materials;
 mod objects;
 mod reads;
@@ -141,8 +142,8 @@ fn data_json(object: &Object) -> Value {
         ObjectData::Mesh(c) => {
             json!({"type": "MESH", "vertices": c.vertices, "edges": c.edges, "polygons": c.polygons, "extent": object.mesh_extent, "material_slots": object.materials.len()})
         }
-        ObjectData::Light(kind) => json!({"type": "LIGHT", "light_type": kind}),
-        ObjectData::Camera => json!({"type": "CAMERA"}),
+        ObjectData::Light(light) => look::light_data_json(light),
+        ObjectData::Camera(camera) => look::camera_data_json(camera),
         ObjectData::Armature(bones) => json!({"type": "ARMATURE", "bones": bones}),
         ObjectData::Empty => json!({"type": "EMPTY"}),
     }
@@ -327,6 +328,10 @@ impl MockBlender {
             "file.save" => self.file_save(params),
             "file.open" => self.file_open(params),
             "render.still" => self.render_still(params),
+            "camera.set" => self.camera_set(params),
+            "object.aim" => self.object_aim(params),
+            "light.set" => self.light_set(params),
+            "world.set" => self.world_set(params),
             other => Err(ErrorBody::new(
                 ErrorCode::CapabilityMissing,
                 format!("MockBlender cannot run {other}"),

@@ -10,8 +10,8 @@ use vibe_errors::{ErrorBody, ErrorCode, Reason};
 use super::{ToolResult, check_name, f32s, invalid, not_found, opt_f64, opt_str, opt_vec, req_str};
 use crate::mock::MockBlender;
 use crate::mock::scene::{
-    Collection, MASTER_COLLECTION, Object, ObjectData, ObjectType, primitive_counts,
-    primitive_extent,
+    CameraData, Collection, LightData, MASTER_COLLECTION, Object, ObjectData, ObjectType,
+    primitive_counts, primitive_extent,
 };
 
 impl MockBlender {
@@ -112,7 +112,11 @@ impl MockBlender {
         let no_mesh = [0.0; 3];
         let (kind, data, extent) = match kind {
             "EMPTY" => (ObjectType::Empty, ObjectData::Empty, no_mesh),
-            "CAMERA" => (ObjectType::Camera, ObjectData::Camera, no_mesh),
+            "CAMERA" => (
+                ObjectType::Camera,
+                ObjectData::Camera(CameraData::new()),
+                no_mesh,
+            ),
             "LIGHT" => {
                 let lt = light_type.unwrap_or("POINT");
                 if !["POINT", "SUN", "SPOT", "AREA"].contains(&lt) {
@@ -121,7 +125,11 @@ impl MockBlender {
                         "`light_type` must be POINT, SUN, SPOT or AREA",
                     ));
                 }
-                (ObjectType::Light, ObjectData::Light(lt.to_owned()), no_mesh)
+                (
+                    ObjectType::Light,
+                    ObjectData::Light(LightData::new(lt)),
+                    no_mesh,
+                )
             }
             "MESH" => {
                 let p =
@@ -239,6 +247,9 @@ impl MockBlender {
         self.seen.remove(&name);
         if self.scene.active.as_deref() == Some(name.as_str()) {
             self.scene.active = None;
+        }
+        if self.scene.camera.as_deref() == Some(name.as_str()) {
+            self.scene.camera = None;
         }
         Ok(json!({"deleted": name}))
     }

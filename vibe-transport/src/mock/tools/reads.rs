@@ -34,6 +34,8 @@ impl MockBlender {
             "objects": objects,
             "collections": self.collections_json(),
             "materials": self.materials_json(),
+            "camera": self.scene.camera,
+            "world": self.scene.world.as_ref().map(super::look::world_json),
         });
         snapshot
     }
