@@ -16,18 +16,23 @@ pub const IO_TOOLS_YAML: &str = include_str!("../registries/blender-io-v1.tools.
 /// The YAML text of the code pack (blender-code): `python.exec`.
 pub const CODE_TOOLS_YAML: &str = include_str!("../registries/blender-code-v1.tools.yaml");
 
+/// The YAML text of the animate pack (blender-animate): keyframes and the timeline.
+pub const ANIMATE_TOOLS_YAML: &str = include_str!("../registries/blender-animate-v1.tools.yaml");
+
 /// The YAML text of the default macro registry.
 pub const MACROS_YAML: &str = include_str!("../registries/blender-core-v2.macros.yaml");
 
 /// The name of the catalog of every default pack (what a kernel implements).
 pub const CATALOG_NAME: &str = "blender";
 
-/// The default packs, by name, YAML text, and whether a host that names none gets it: all of
-/// them (`code` needs `code_exec` besides), 31 tools within the cap of 35.
-pub const DEFAULT_PACKS: [(&str, &str, bool); 3] = [
+/// The default packs, by name, YAML text, and whether a host that names none gets it: core, io
+/// and code (`code` needs `code_exec` besides), 31 tools within the cap of 35; `animate` (3
+/// tools) only when a host names it.
+pub const DEFAULT_PACKS: [(&str, &str, bool); 4] = [
     (CORE_PACK, CORE_TOOLS_YAML, true),
     ("io", IO_TOOLS_YAML, true),
     ("code", CODE_TOOLS_YAML, true),
+    ("animate", ANIMATE_TOOLS_YAML, false),
 ];
 
 /// The default registries (every pack, the catalog and the macros), loaded and validated once
@@ -53,7 +58,7 @@ pub fn default_registries() -> Result<Registries, crate::RegistryError> {
             let tools = catalog(
                 CATALOG_NAME,
                 core_version,
-                "Every pack of blender tools: core, io, code.",
+                "Every pack of blender tools: core, io, code, animate.",
                 &packs,
             )?;
             let macros = MacroRegistry::from_yaml_str(MACROS_YAML, &tools)?;

@@ -88,13 +88,14 @@
 //! | `core` | blender-core 3.0.0 | 28: the spec's 15 and the seeds' operations (kernel status, telemetry, console errors, identity audit, transactions, object info / transform / rename, materials with emission, alpha, transmission and a texture, modifiers, a still render or a fast preview returned with its answer) | always |
 //! | `io` | blender-io 1.0.0 | 2: `file.save`, `file.open` | yes |
 //! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
+//! | `animate` | blender-animate 1.0.0 | 3: `keyframe.set`, `timeline.set`, `animation.read` | no |
 //!
 //! blender-core 2.0.0 was blender-core 1.3.0 with `file.save`, `file.open` and `python.exec`
 //! moved to their packs; 3.0.0 drops `material.list` (every material and its inputs are in
 //! `scene.snapshot`), and a host that names no packs gets 31 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:d0e292a5c7129d2b2512e29e19f2a5a1f6c5debf17cfe3d817e728f3cdfad915`
+//! `blender 3.0.0 = blake3:7ea6bd906ce78a003102244686fcd8160e25a50318aa45ebf2b1c63f0a077c21`
 //!
 //! ## Performance
 //!
@@ -121,8 +122,8 @@ mod version;
 pub use confinement::Confinement;
 pub use contract::*;
 pub use default_registry::{
-    CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML, MACROS_YAML,
-    default_registries,
+    ANIMATE_TOOLS_YAML, CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML,
+    MACROS_YAML, default_registries,
 };
 pub use effects::{DataKind, Effect, EffectAction};
 pub use fingerprint::{

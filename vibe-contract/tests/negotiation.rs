@@ -377,9 +377,17 @@ fn default_negotiation_and_mcp_rendering() {
         .collect();
     assert_eq!(
         excluded,
-        ["file.open", "file.save", "python.exec", "render.still"]
-            .into_iter()
-            .collect()
+        [
+            "animation.read",
+            "file.open",
+            "file.save",
+            "keyframe.set",
+            "python.exec",
+            "render.still",
+            "timeline.set"
+        ]
+        .into_iter()
+        .collect()
     );
     assert_eq!(
         contract.capabilities.macros,

@@ -3,6 +3,7 @@ collections, objects, the scene graph, identities and materials."""
 
 import bpy
 
+from . import animate
 from .envelope import invalid, not_found
 from .index import SCENE_INDEX
 from .lock import created_by_agent
@@ -20,8 +21,9 @@ def kernel_status(k, params):
 @tool("scene.snapshot")
 def scene_snapshot(k, params):
     return {"snapshot_version": 1, "scene": scene().name, "blender_version": k.blender_version,
-            "objects": [object_json(o) for o in scene_objects()],
-            "collections": collections_json(), "materials": materials_json(k.state.sandbox)}
+            "objects": [animate.with_summary(object_json(o), o) for o in scene_objects()],
+            "collections": collections_json(), "materials": materials_json(k.state.sandbox),
+            "timeline": animate.timeline_json()}
 
 
 @tool("scene.telemetry")
