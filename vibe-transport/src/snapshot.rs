@@ -7,8 +7,8 @@
 //! * each object gets `data_fingerprint`, over its `data` block;
 //! * `indices`: `by_name` (name -> position in `objects`), `by_collection` and `by_material`
 //!   (name -> sorted object names);
-//! * `content_fingerprint`, over `objects`, `collections` and `materials` only: equal for equal
-//!   scenes whatever Blender produced them;
+//! * `content_fingerprint`, over `objects`, `collections`, `materials` and `timeline` only:
+//!   equal for equal scenes whatever Blender produced them;
 //! * `fingerprint`, over everything else in the snapshot, including `snapshot_version` and
 //!   `blender_version`.
 
@@ -79,11 +79,16 @@ pub fn seal(snapshot: &mut Value) {
         "indices".into(),
         json!({"by_name": by_name, "by_collection": sorted(by_collection), "by_material": sorted(by_material)}),
     );
-    let content = json!({
+    let mut content = json!({
         "objects": root.get("objects").cloned().unwrap_or(Value::Null),
         "collections": root.get("collections").cloned().unwrap_or(Value::Null),
         "materials": root.get("materials").cloned().unwrap_or(Value::Null),
     });
+    // The timeline is content too (the animate pack sets it); a snapshot without one keeps the
+    // fingerprint it had.
+    if let (Some(timeline), Some(content)) = (root.get("timeline"), content.as_object_mut()) {
+        content.insert("timeline".into(), timeline.clone());
+    }
     root.insert(
         "content_fingerprint".into(),
         json!(Fingerprint::of_value(&content)),

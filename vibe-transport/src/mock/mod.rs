@@ -16,6 +16,7 @@
 //! file in the sandbox, for whatever reads the image back); otherwise negotiation excludes those
 //! tools honestly.
 
+mod animation;
 mod faults;
 mod files;
 mod lock;
@@ -30,6 +31,7 @@ use serde_json::Value;
 use vibe_contract::{BlenderProfile, BlenderVersion, Confinement};
 use vibe_errors::Envelope;
 
+pub use animation::{Interpolation, Key, PROPERTIES, Property, Timeline};
 pub use faults::{Fault, FaultPlan};
 pub use scene::{
     Collection, MASTER_COLLECTION, MAX_NAME_BYTES, Material, MeshCounts, Modifier, Object,

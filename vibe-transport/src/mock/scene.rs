@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use super::animation::{Key, Timeline};
+
 /// The name of every scene's master collection.
 pub const MASTER_COLLECTION: &str = "Scene Collection";
 
@@ -206,6 +208,9 @@ pub struct Object {
     pub linked: bool,
     /// A library override (what used to be a proxy).
     pub library_override: bool,
+    /// Keys by property name (see `animation::PROPERTIES`), each list sorted by frame and not
+    /// empty; no entry for a property without keys.
+    pub animation: BTreeMap<String, Vec<Key>>,
 }
 
 impl Object {
@@ -232,6 +237,7 @@ impl Object {
             mesh_extent: [0.0; 3],
             linked: false,
             library_override: false,
+            animation: BTreeMap::new(),
         }
     }
 
@@ -340,6 +346,8 @@ pub struct Scene {
     pub images: Vec<Image>,
     /// The view layer's active object.
     pub active: Option<String>,
+    /// The timeline: frame range, frame rate, current frame.
+    pub timeline: Timeline,
     /// The next object uid.
     pub next_uid: u64,
 }
@@ -353,6 +361,7 @@ impl PartialEq for Scene {
             &self.materials,
             &self.images,
             &self.active,
+            &self.timeline,
         ) == (
             &other.name,
             &other.objects,
@@ -360,6 +369,7 @@ impl PartialEq for Scene {
             &other.materials,
             &other.images,
             &other.active,
+            &other.timeline,
         )
     }
 }
@@ -417,6 +427,7 @@ impl Scene {
             materials: [("Material".to_owned(), material)].into_iter().collect(),
             images: Vec::new(),
             active: Some("Cube".to_owned()),
+            timeline: Timeline::default(),
             next_uid: 4,
         }
     }

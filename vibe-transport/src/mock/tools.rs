@@ -4,9 +4,11 @@
 //! resolution, the answer shapes); the tools themselves are by family, as in the kernel:
 //! `reads`, `objects` (objects and collections), `materials` (materials and modifiers),
 //! `transactions` and `agent_code` (`python.exec`) below this module, and `files.rs` beside it
-//! (`file.save`, `file.open`); the actuator lock's rules are in `lock.rs`.
+//! (`file.save`, `file.open`), `animate` (the animate pack); the actuator lock's rules are in
+//! `lock.rs`.
 
 mod agent_code;
+mod animate;
 mod materials;
 mod objects;
 mod reads;
@@ -327,6 +329,9 @@ impl MockBlender {
             "file.save" => self.file_save(params),
             "file.open" => self.file_open(params),
             "render.still" => self.render_still(params),
+            "keyframe.set" => self.keyframe_set(params),
+            "timeline.set" => self.timeline_set(params),
+            "animation.read" => self.animation_read(params),
             other => Err(ErrorBody::new(
                 ErrorCode::CapabilityMissing,
                 format!("MockBlender cannot run {other}"),

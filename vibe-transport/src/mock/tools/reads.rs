@@ -26,7 +26,12 @@ impl MockBlender {
     }
 
     pub(in crate::mock) fn snapshot(&self) -> Value {
-        let objects: Vec<Value> = self.scene.objects.values().map(object_json).collect();
+        let objects: Vec<Value> = self
+            .scene
+            .objects
+            .values()
+            .map(|o| super::animate::with_summary(object_json(o), o))
+            .collect();
         let snapshot = json!({
             "snapshot_version": SNAPSHOT_VERSION,
             "scene": self.scene.name,
@@ -34,6 +39,7 @@ impl MockBlender {
             "objects": objects,
             "collections": self.collections_json(),
             "materials": self.materials_json(),
+            "timeline": super::animate::timeline_json(&self.scene.timeline),
         });
         snapshot
     }
