@@ -122,8 +122,8 @@ mod version;
 pub use confinement::Confinement;
 pub use contract::*;
 pub use default_registry::{
-    ANIMATE_TOOLS_YAML, CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML,
-    MACROS_YAML, default_registries,
+    ANIMATE_TOOLS_YAML, CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS,
+    IO_TOOLS_YAML, MACROS_YAML, default_registries,
 };
 pub use effects::{DataKind, Effect, EffectAction};
 pub use fingerprint::{

@@ -82,15 +82,12 @@ fn key_arg(entry: &Value, size: usize) -> Result<Key, ErrorBody> {
     }
     let interpolation = match fields.get("interpolation") {
         None => Interpolation::Bezier,
-        Some(v) => v
-            .as_str()
-            .and_then(Interpolation::parse)
-            .ok_or_else(|| {
-                invalid(
-                    "frames",
-                    "`interpolation` must be one of CONSTANT, LINEAR, BEZIER",
-                )
-            })?,
+        Some(v) => v.as_str().and_then(Interpolation::parse).ok_or_else(|| {
+            invalid(
+                "frames",
+                "`interpolation` must be one of CONSTANT, LINEAR, BEZIER",
+            )
+        })?,
     };
     Ok(Key {
         frame,
@@ -224,10 +221,7 @@ impl MockBlender {
         let object = self.scene.objects.get_mut(name).expect("resolved");
         let empty = Vec::new();
         let keys = object.animation.get(property).unwrap_or(&empty);
-        if let Some(missing) = frames
-            .iter()
-            .find(|f| !keys.iter().any(|k| k.frame == **f))
-        {
+        if let Some(missing) = frames.iter().find(|f| !keys.iter().any(|k| k.frame == **f)) {
             return Err(ErrorBody::new(
                 ErrorCode::NotFound,
                 format!("{name} has no {property} key at frame {missing}"),
@@ -268,9 +262,7 @@ impl MockBlender {
             Some(v) => whole("frame_end", Some(v), 0, MAX_FRAME)? as i32,
             None => timeline.frame_end,
         };
-        let fps = fps
-            .map(|v| whole("fps", Some(v), 1, MAX_FPS))
-            .transpose()?;
+        let fps = fps.map(|v| whole("fps", Some(v), 1, MAX_FPS)).transpose()?;
         let current = current
             .map(|v| frame_of("frame_current", Some(v)))
             .transpose()?;
