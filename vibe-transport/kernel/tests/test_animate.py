@@ -77,6 +77,15 @@ class AnimateTest(KernelCalls, unittest.TestCase):
             self.assertEqual((point.handle_left_type, point.handle_right_type), ("AUTO_CLAMPED", "AUTO_CLAMPED"))
             self.assertEqual(point.handle_left[1], point.co[1])  # flat handles at the ends
 
+    def test_bezier_keys_at_extremes_have_flat_handles_too(self):
+        # 0, 1, 0 at frames 1, 11, 21: every key an extreme, so each segment is the two-key curve.
+        self.ok("keyframe.set", name="Cube", property="location", frames=[
+            {"frame": 1, "value": [0, 0, 0]}, {"frame": 11, "value": [1, 0, 0]}, {"frame": 21, "value": [0, 0, 0]}])
+        x = self.ok("animation.read", name="Cube", at_frame=4)["evaluated"]["location"][0]
+        self.assertAlmostEqual(x, 3 * 0.3 ** 2 - 2 * 0.3 ** 3, places=6)  # 0.216
+        x = self.ok("animation.read", name="Cube", at_frame=14)["evaluated"]["location"][0]
+        self.assertAlmostEqual(x, 1 - 0.216, places=6)
+
     def test_the_current_frame_poses_the_object(self):
         self.linear_location()
         timeline = self.ok("timeline.set", frame_start=1, frame_end=24, fps=24, frame_current=6)

@@ -215,6 +215,18 @@ mod tests {
         assert_eq!(evaluate_component(&keys, 0, 30), 24.0);
     }
 
+    #[test]
+    fn bezier_keys_at_extremes_are_two_key_curves() {
+        // Blender: keys 0, 1, 0 at frames 1, 11, 21 evaluate to 0.216 at 4 and 0.784 at 14.
+        let keys = [
+            key(1, 0.0, Interpolation::Bezier),
+            key(11, 1.0, Interpolation::Bezier),
+            key(21, 0.0, Interpolation::Bezier),
+        ];
+        assert!((evaluate_component(&keys, 0, 4) - 0.216).abs() < 1e-6);
+        assert!((evaluate_component(&keys, 0, 14) - 0.784).abs() < 1e-6);
+    }
+
     proptest::proptest! {
         /// LINEAR and CONSTANT against the textbook formulas in 64 bits: within a 32-bit
         /// rounding of them (the mock computes as Blender does, in 32 bits).

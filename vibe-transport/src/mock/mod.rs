@@ -8,6 +8,11 @@
 //! it added (the actuator lock refuses rename, delete, move and modifier removal of anything
 //! else, as the kernel does). Faults are injected by a seeded [`FaultPlan`].
 //!
+//! The animate pack's keys live on each [`Object`] (by property, see [`PROPERTIES`]) and the
+//! [`Timeline`] on the [`Scene`]; setting the current frame poses animated objects. CONSTANT
+//! and LINEAR keys evaluate bit for bit as Blender does; BEZIER is exact to the scenarios'
+//! rounding where a key's auto-clamped handles are flat (see `animation.rs`).
+//!
 //! It cannot run Python: its hello offers no `code_exec` unless an embedder plugs in a
 //! [`CodeHandler`]. It offers `file.read`, `file.write` and `render` only when asked
 //! ([`MockBlender::with_files`]): it has no .blend reader or writer, so `file.save` keeps the
