@@ -22,6 +22,8 @@ pub const CODE_TOOLS_YAML: &str = include_str!("../registries/blender-code-v1.to
 /// The YAML text of the look pack (blender-look): cameras, lights and the world background. Not
 /// a default pack; a host selects it by name.
 pub const LOOK_TOOLS_YAML: &str = include_str!("../registries/blender-look-v1.tools.yaml");
+/// The YAML text of the animate pack (blender-animate): keyframes and the timeline.
+pub const ANIMATE_TOOLS_YAML: &str = include_str!("../registries/blender-animate-v1.tools.yaml");
 
 /// The YAML text of the default macro registry.
 pub const MACROS_YAML: &str = include_str!("../registries/blender-core-v2.macros.yaml");
@@ -29,14 +31,16 @@ pub const MACROS_YAML: &str = include_str!("../registries/blender-core-v2.macros
 /// The name of the catalog of every default pack (what a kernel implements).
 pub const CATALOG_NAME: &str = "blender";
 
-/// The default packs, by name, YAML text, and whether a host that names none gets it: all of
-/// them but `look` (`code` needs `code_exec` besides), 31 tools within the cap of 35.
-pub const DEFAULT_PACKS: [(&str, &str, bool); 5] = [
+/// The default packs, by name, YAML text, and whether a host that names none gets it: core,
+/// organize, io and code (`code` needs `code_exec` besides), 31 tools within the cap of 35;
+/// `look` and `animate` only when a host names them.
+pub const DEFAULT_PACKS: [(&str, &str, bool); 6] = [
     (CORE_PACK, CORE_TOOLS_YAML, true),
     ("organize", ORGANIZE_TOOLS_YAML, true),
     ("io", IO_TOOLS_YAML, true),
     ("code", CODE_TOOLS_YAML, true),
     ("look", LOOK_TOOLS_YAML, false),
+    ("animate", ANIMATE_TOOLS_YAML, false),
 ];
 
 /// The default registries (every pack, the catalog and the macros), loaded and validated once
@@ -62,7 +66,7 @@ pub fn default_registries() -> Result<Registries, crate::RegistryError> {
             let tools = catalog(
                 CATALOG_NAME,
                 core_version,
-                "Every pack of blender tools: core, organize, io, code, look.",
+                "Every pack of blender tools: core, organize, io, code, look, animate.",
                 &packs,
             )?;
             let macros = MacroRegistry::from_yaml_str(MACROS_YAML, &tools)?;

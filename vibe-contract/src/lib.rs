@@ -92,6 +92,7 @@
 //! | `io` | blender-io 1.0.0 | 2: `file.save`, `file.open` | yes |
 //! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
 //! | `look` | blender-look 1.0.0 | 4: `camera.set` (lens, sensor, clipping, projection, the scene camera), `object.aim`, `light.set` (type, power, colour, size, spot cone), `world.set` (background colour and strength) | no |
+//! | `animate` | blender-animate 1.0.0 | 3: `keyframe.set`, `timeline.set`, `animation.read` | no |
 //!
 //! blender-core 2.0.0 was blender-core 1.3.0 with `file.save`, `file.open` and `python.exec`
 //! moved to their packs; 3.0.0 drops `material.list` (every material and its inputs are in
@@ -100,7 +101,7 @@
 //! together. A host that names no packs gets 31 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:6fe42f54ef6644d26ee1c4279442d3157b0ddbedc0cff51d0b6c9436b14a02de`
+//! `blender 3.0.0 = blake3:9d7ed37e86fe2ea612a9dffee70de10e033788d8c93aaab27fa1d2e6ae457283`
 //!
 //! ## Performance
 //!
@@ -127,8 +128,8 @@ mod version;
 pub use confinement::Confinement;
 pub use contract::*;
 pub use default_registry::{
-    CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS, IO_TOOLS_YAML, LOOK_TOOLS_YAML,
-    MACROS_YAML, default_registries,
+    ANIMATE_TOOLS_YAML, CATALOG_NAME, CODE_TOOLS_YAML, CORE_TOOLS_YAML, DEFAULT_PACKS,
+    IO_TOOLS_YAML, LOOK_TOOLS_YAML, MACROS_YAML, default_registries,
 };
 pub use effects::{DataKind, Effect, EffectAction};
 pub use fingerprint::{

@@ -377,15 +377,18 @@ fn default_negotiation_and_mcp_rendering() {
         .collect();
     assert_eq!(
         excluded,
-        // The look pack is not a default pack: its tools are left out until a host selects it.
+        // The look and animate packs are not default packs: their tools are left out until a host selects them.
         [
+            "animation.read",
             "camera.set",
             "file.open",
             "file.save",
+            "keyframe.set",
             "light.set",
             "object.aim",
             "python.exec",
             "render.still",
+            "timeline.set",
             "world.set"
         ]
         .into_iter()

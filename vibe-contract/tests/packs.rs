@@ -60,7 +60,7 @@ fn agreed(agreement: &Agreement) -> BTreeSet<String> {
 fn every_pack_fits_the_cap_and_no_tool_is_in_two() {
     let registries = default_registries().unwrap();
     let names: Vec<&str> = registries.packs.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["core", "organize", "io", "code", "look"]);
+    assert_eq!(names, ["core", "organize", "io", "code", "look", "animate"]);
     let mut seen = BTreeSet::new();
     for pack in &registries.packs {
         assert!(pack.tools.tools().len() <= MAX_TOOLS, "{}", pack.name);
@@ -89,15 +89,14 @@ fn every_pack_fits_the_cap_and_no_tool_is_in_two() {
 fn a_host_that_names_no_packs_gets_the_default_ones() {
     let registries = default_registries().unwrap();
     let agreement = negotiate_with(&registries, None).unwrap();
-    // Every tool but the look pack's, which is not a default pack.
-    let look = pack_tools(&registries, "look");
     let defaults: BTreeSet<String> = registries
-        .tools
-        .names()
-        .map(str::to_owned)
-        .filter(|t| !look.contains(t))
+        .packs
+        .iter()
+        .filter(|p| p.default)
+        .flat_map(|p| p.tools.names().map(str::to_owned))
         .collect();
     assert_eq!(agreed(&agreement), defaults);
+    assert!(!agreed(&agreement).contains("keyframe.set"));
     let packs: Vec<&str> = agreement
         .contract
         .packs
@@ -162,7 +161,7 @@ fn an_unknown_pack_is_refused_naming_the_packs_there_are() {
     assert_eq!(details["proposed"], "sculpt");
     assert_eq!(
         details["allowed"],
-        serde_json::json!(["core", "organize", "io", "code", "look"])
+        serde_json::json!(["core", "organize", "io", "code", "look", "animate"])
     );
 }
 
@@ -188,6 +187,30 @@ fn the_look_pack_is_selected_by_name() {
         .collect();
     assert!(wanted.len() <= MAX_TOOLS);
     assert_eq!(agreed(&beside), wanted);
+}
+
+#[test]
+fn the_animate_pack_is_off_by_default_and_three_tools_when_named() {
+    let registries = default_registries().unwrap();
+    let animate = pack_tools(&registries, "animate");
+    assert_eq!(
+        animate,
+        set(&["animation.read", "keyframe.set", "timeline.set"])
+    );
+    let agreement = negotiate_with(&registries, Some(&["animate"])).unwrap();
+    let expected: BTreeSet<String> = pack_tools(&registries, "core")
+        .union(&animate)
+        .cloned()
+        .collect();
+    assert_eq!(agreed(&agreement), expected);
+    // What a scene builder needs together fits the cap exactly: core, look, animate and io.
+    let builder = negotiate_with(&registries, Some(&["look", "animate", "io"])).unwrap();
+    let wanted: BTreeSet<String> = ["core", "look", "animate", "io"]
+        .iter()
+        .flat_map(|p| pack_tools(&registries, p))
+        .collect();
+    assert_eq!(agreed(&builder), wanted);
+    assert!(wanted.len() <= MAX_TOOLS);
 }
 
 /// A pack set larger than the cap, made from the shipped core pack's tools: the packs of the

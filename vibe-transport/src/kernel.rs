@@ -89,7 +89,7 @@ pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
 }
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 31] = [
+pub const KERNEL_FILES: [(&str, &str); 32] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -210,6 +210,10 @@ pub const KERNEL_FILES: [(&str, &str); 31] = [
     (
         "vibe_kernel/look.py",
         include_str!("../kernel/vibe_kernel/look.py"),
+    ),
+    (
+        "vibe_kernel/animate.py",
+        include_str!("../kernel/vibe_kernel/animate.py"),
     ),
 ];
 

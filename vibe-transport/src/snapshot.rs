@@ -7,8 +7,8 @@
 //! * each object gets `data_fingerprint`, over its `data` block;
 //! * `indices`: `by_name` (name -> position in `objects`), `by_collection` and `by_material`
 //!   (name -> sorted object names);
-//! * `content_fingerprint`, over `objects`, `collections`, `materials`, the scene `camera` and
-//!   the `world` only: equal for equal scenes whatever Blender produced them;
+//! * `content_fingerprint`, over `objects`, `collections`, `materials`, the scene `camera`, the
+//!   `world` and the `timeline` only: equal for equal scenes whatever Blender produced them;
 //! * `fingerprint`, over everything else in the snapshot, including `snapshot_version` and
 //!   `blender_version`.
 
@@ -84,8 +84,9 @@ pub fn seal(snapshot: &mut Value) {
         "collections": root.get("collections").cloned().unwrap_or(Value::Null),
         "materials": root.get("materials").cloned().unwrap_or(Value::Null),
     });
-    // The scene camera and the world, where the kernel reports them (the look pack's settings).
-    for key in ["camera", "world"] {
+    // The scene camera, the world and the timeline, where the kernel reports them (the look and
+    // animate packs' settings); a snapshot without them keeps the fingerprint it had.
+    for key in ["camera", "world", "timeline"] {
         if let (Some(value), Some(map)) = (root.get(key), content.as_object_mut()) {
             map.insert(key.into(), value.clone());
         }

@@ -4,6 +4,7 @@ collections, objects, the scene graph, identities and materials."""
 import bpy
 
 from . import look
+from . import animate
 from .envelope import invalid, not_found
 from .index import SCENE_INDEX
 from .lock import created_by_agent
@@ -21,10 +22,11 @@ def kernel_status(k, params):
 @tool("scene.snapshot")
 def scene_snapshot(k, params):
     return {"snapshot_version": 1, "scene": scene().name, "blender_version": k.blender_version,
-            "objects": [object_json(o) for o in scene_objects()],
+            "objects": [animate.with_summary(object_json(o), o) for o in scene_objects()],
             "collections": collections_json(), "materials": materials_json(k.state.sandbox),
             "camera": scene().camera.name if scene().camera else None,
-            "world": look.world_json(scene().world) if scene().world else None}
+            "world": look.world_json(scene().world) if scene().world else None,
+            "timeline": animate.timeline_json()}
 
 
 @tool("scene.telemetry")

@@ -10,6 +10,11 @@
 //! edits ([`CameraData`], [`LightData`], [`World`], the scene camera), with the values of
 //! Blender's factory scene and of new data-blocks. Faults are injected by a seeded [`FaultPlan`].
 //!
+//! The animate pack's keys live on each [`Object`] (by property, see [`PROPERTIES`]) and the
+//! [`Timeline`] on the [`Scene`]; setting the current frame poses animated objects. CONSTANT
+//! and LINEAR keys evaluate bit for bit as Blender does; BEZIER is exact to the scenarios'
+//! rounding where a key's auto-clamped handles are flat (see `animation.rs`).
+//!
 //! It cannot run Python: its hello offers no `code_exec` unless an embedder plugs in a
 //! [`CodeHandler`]. It offers `file.read`, `file.write` and `render` only when asked
 //! ([`MockBlender::with_files`]): it has no .blend reader or writer, so `file.save` keeps the
@@ -18,6 +23,7 @@
 //! file in the sandbox, for whatever reads the image back); otherwise negotiation excludes those
 //! tools honestly.
 
+mod animation;
 mod faults;
 mod files;
 mod lock;
@@ -33,6 +39,7 @@ use serde_json::Value;
 use vibe_contract::{BlenderProfile, BlenderVersion, Confinement};
 use vibe_errors::Envelope;
 
+pub use animation::{Interpolation, Key, PROPERTIES, Property, Timeline};
 pub use faults::{Fault, FaultPlan};
 pub use scene::{
     CameraData, Collection, LightData, MASTER_COLLECTION, MAX_NAME_BYTES, Material, MeshCounts,

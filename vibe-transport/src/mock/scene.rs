@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 pub use super::look_data::{CameraData, LightData, World};
+use super::animation::{Key, Timeline};
 
 /// The name of every scene's master collection.
 pub const MASTER_COLLECTION: &str = "Scene Collection";
@@ -208,6 +209,9 @@ pub struct Object {
     pub linked: bool,
     /// A library override (what used to be a proxy).
     pub library_override: bool,
+    /// Keys by property name (see `animation::PROPERTIES`), each list sorted by frame and not
+    /// empty; no entry for a property without keys.
+    pub animation: BTreeMap<String, Vec<Key>>,
 }
 
 impl Object {
@@ -234,6 +238,7 @@ impl Object {
             mesh_extent: [0.0; 3],
             linked: false,
             library_override: false,
+            animation: BTreeMap::new(),
         }
     }
 
@@ -346,6 +351,8 @@ pub struct Scene {
     pub camera: Option<String>,
     /// The scene's world, if it has one.
     pub world: Option<World>,
+    /// The timeline: frame range, frame rate, current frame.
+    pub timeline: Timeline,
     /// The next object uid.
     pub next_uid: u64,
 }
@@ -361,6 +368,7 @@ impl PartialEq for Scene {
             &self.active,
             &self.camera,
             &self.world,
+            &self.timeline,
         ) == (
             &other.name,
             &other.objects,
@@ -370,6 +378,7 @@ impl PartialEq for Scene {
             &other.active,
             &other.camera,
             &other.world,
+            &other.timeline,
         )
     }
 }
@@ -429,6 +438,7 @@ impl Scene {
             active: Some("Cube".to_owned()),
             camera: Some("Camera".to_owned()),
             world: Some(World::factory()),
+            timeline: Timeline::default(),
             next_uid: 4,
         }
     }

@@ -4,10 +4,12 @@
 //! resolution, the answer shapes); the tools themselves are by family, as in the kernel:
 //! `reads`, `objects` (objects and collections), `materials` (materials and modifiers),
 //! `transactions` and `agent_code` (`python.exec`) below this module, and `files.rs` beside it
-//! (`file.save`, `file.open`); the actuator lock's rules are in `lock.rs`.
+//! (`file.save`, `file.open`), `animate` (the animate pack); the actuator lock's rules are in
+//! `lock.rs`.
 
 mod agent_code;
 mod look;
+mod animate;
 mod materials;
 mod objects;
 mod reads;
@@ -332,6 +334,9 @@ impl MockBlender {
             "object.aim" => self.object_aim(params),
             "light.set" => self.light_set(params),
             "world.set" => self.world_set(params),
+            "keyframe.set" => self.keyframe_set(params),
+            "timeline.set" => self.timeline_set(params),
+            "animation.read" => self.animation_read(params),
             other => Err(ErrorBody::new(
                 ErrorCode::CapabilityMissing,
                 format!("MockBlender cannot run {other}"),

@@ -26,7 +26,12 @@ impl MockBlender {
     }
 
     pub(in crate::mock) fn snapshot(&self) -> Value {
-        let objects: Vec<Value> = self.scene.objects.values().map(object_json).collect();
+        let objects: Vec<Value> = self
+            .scene
+            .objects
+            .values()
+            .map(|o| super::animate::with_summary(object_json(o), o))
+            .collect();
         let snapshot = json!({
             "snapshot_version": SNAPSHOT_VERSION,
             "scene": self.scene.name,
@@ -36,6 +41,7 @@ impl MockBlender {
             "materials": self.materials_json(),
             "camera": self.scene.camera,
             "world": self.scene.world.as_ref().map(super::look::world_json),
+            "timeline": super::animate::timeline_json(&self.scene.timeline),
         });
         snapshot
     }

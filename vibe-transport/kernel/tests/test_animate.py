@@ -1,0 +1,158 @@
+"""The animate pack (animate.py) against real bpy: keys, the timeline, evaluation. Expected
+values are worked out by hand: linear interpolation, constant steps, and the two-key Bezier
+curve with auto-clamped handles (flat at both ends, a third of the interval long: x is linear in
+t, y = y0 + (y1 - y0) * (3t^2 - 2t^3)). Runs like test_kernel.py:
+
+    python -m unittest discover -s vibe-transport/kernel/tests      (a Python with bpy)
+    blender -b --factory-startup --python-exit-code 1 --python vibe-transport/kernel/tests/run_in_blender.py
+"""
+
+import os
+import sys
+import unittest
+
+KERNEL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, KERNEL_DIR)
+
+import bpy  # noqa: E402
+
+from vibe_kernel.animate import fcurves  # noqa: E402
+from vibe_kernel.wire import Kernel  # noqa: E402
+from kernel_case import KernelCalls  # noqa: E402
+
+CAPABILITIES = ["scene.read", "scene.write", "transactions"]
+
+
+def key(frame, value, interpolation):
+    return {"frame": frame, "value": value, "interpolation": interpolation}
+
+
+def smoothstep_bezier(y0, y1, f0, f1, frame):
+    """The two-key auto-clamped Bezier curve's value at `frame`, by hand."""
+    t = (frame - f0) / (f1 - f0)
+    return y0 + (y1 - y0) * (3 * t * t - 2 * t * t * t)
+
+
+class AnimateTest(KernelCalls, unittest.TestCase):
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+        self.k.state.configure({"session_id": "agent", "capabilities": CAPABILITIES})
+
+    def linear_location(self):
+        return self.ok("keyframe.set", name="Cube", property="location", frames=[
+            key(1, [0, 0, 0], "LINEAR"), key(11, [10, 2, -4], "LINEAR"), key(21, [10, 6, 0], "LINEAR")])
+
+    def test_linear_keys_evaluate_by_linear_interpolation(self):
+        out = self.linear_location()
+        self.assertEqual(out["keys"], [key(1, [0.0, 0.0, 0.0], "LINEAR"), key(11, [10.0, 2.0, -4.0], "LINEAR"),
+                                       key(21, [10.0, 6.0, 0.0], "LINEAR")])
+        read = self.ok("animation.read", name="Cube", at_frame=6)
+        self.assertEqual(read["evaluated"], {"location": [5.0, 1.0, -2.0]})
+        self.assertEqual(self.ok("animation.read", name="Cube", at_frame=16)["evaluated"]["location"],
+                         [10.0, 4.0, -2.0])
+        # Before the first key and after the last: the end keys' values (constant extrapolation).
+        self.assertEqual(self.ok("animation.read", name="Cube", at_frame=-5)["evaluated"]["location"], [0, 0, 0])
+        self.assertEqual(self.ok("animation.read", name="Cube", at_frame=99)["evaluated"]["location"], [10, 6, 0])
+
+    def test_constant_keys_hold_until_the_next(self):
+        self.ok("keyframe.set", name="Cube", property="rotation_euler", frames=[
+            key(1, [0, 0, 0], "CONSTANT"), key(10, [1, 0, 0.5], "CONSTANT")])
+        self.assertEqual(self.ok("animation.read", name="Cube", at_frame=9)["evaluated"]["rotation_euler"], [0, 0, 0])
+        self.assertEqual(self.ok("animation.read", name="Cube", at_frame=10)["evaluated"]["rotation_euler"],
+                         [1, 0, 0.5])
+
+    def test_two_bezier_keys_follow_the_auto_clamped_curve(self):
+        self.ok("keyframe.set", name="Cube", property="location", frames=[
+            {"frame": 1, "value": [0, 0, 1]}, {"frame": 24, "value": [24, 2, 1]}])
+        read = self.ok("animation.read", name="Cube", at_frame=12)
+        self.assertEqual([k["interpolation"] for k in read["animation"]["location"]], ["BEZIER", "BEZIER"])
+        x, y, z = read["evaluated"]["location"]
+        self.assertAlmostEqual(x, smoothstep_bezier(0, 24, 1, 24, 12), places=5)
+        self.assertAlmostEqual(x, 11.217884, places=5)
+        self.assertAlmostEqual(y, smoothstep_bezier(0, 2, 1, 24, 12), places=6)
+        self.assertEqual(z, 1.0)  # flat: both keys 1
+        curve = [fc for fc in fcurves(bpy.data.objects["Cube"]) if fc.array_index == 0][0]
+        for point in curve.keyframe_points:
+            self.assertEqual((point.handle_left_type, point.handle_right_type), ("AUTO_CLAMPED", "AUTO_CLAMPED"))
+            self.assertEqual(point.handle_left[1], point.co[1])  # flat handles at the ends
+
+    def test_bezier_keys_at_extremes_have_flat_handles_too(self):
+        # 0, 1, 0 at frames 1, 11, 21: every key an extreme, so each segment is the two-key curve.
+        self.ok("keyframe.set", name="Cube", property="location", frames=[
+            {"frame": 1, "value": [0, 0, 0]}, {"frame": 11, "value": [1, 0, 0]}, {"frame": 21, "value": [0, 0, 0]}])
+        x = self.ok("animation.read", name="Cube", at_frame=4)["evaluated"]["location"][0]
+        self.assertAlmostEqual(x, 3 * 0.3 ** 2 - 2 * 0.3 ** 3, places=6)  # 0.216
+        x = self.ok("animation.read", name="Cube", at_frame=14)["evaluated"]["location"][0]
+        self.assertAlmostEqual(x, 1 - 0.216, places=6)
+
+    def test_the_current_frame_poses_the_object(self):
+        self.linear_location()
+        timeline = self.ok("timeline.set", frame_start=1, frame_end=24, fps=24, frame_current=6)
+        self.assertEqual(timeline, {"frame_start": 1, "frame_end": 24, "fps": 24, "frame_current": 6})
+        self.assertEqual(self.ok("object.info", name="Cube")["location"], [5.0, 1.0, -2.0])
+        # New keys pose the object at the current frame too.
+        self.ok("keyframe.set", name="Cube", property="location", frames=[key(6, [1, 1, 1], "LINEAR")])
+        self.assertEqual(self.ok("object.info", name="Cube")["location"], [1.0, 1.0, 1.0])
+
+    def test_a_key_at_a_keyed_frame_replaces_it_and_delete_removes_keys(self):
+        self.linear_location()
+        out = self.ok("keyframe.set", name="Cube", property="location", frames=[key(11, [1, 2, 3], "CONSTANT")])
+        self.assertEqual(out["keys"][1], key(11, [1.0, 2.0, 3.0], "CONSTANT"))
+        self.assertEqual(len(out["keys"]), 3)
+        out = self.ok("keyframe.set", name="Cube", property="location", frames=[11], delete=True)
+        self.assertEqual([k["frame"] for k in out["keys"]], [1, 21])
+        error = self.refused("keyframe.set", "not_found", name="Cube", property="location", frames=[1, 11],
+                             delete=True)
+        self.assertEqual(error["details"]["frame"], 11)
+        self.assertEqual(len(self.ok("animation.read", name="Cube")["animation"]["location"]), 2)  # nothing went
+        out = self.ok("keyframe.set", name="Cube", property="location", frames=[1, 21], delete=True)
+        self.assertEqual(out["keys"], [])
+        self.assertEqual(self.ok("animation.read", name="Cube")["animation"], {})
+
+    def test_the_snapshot_reports_the_animation_and_the_timeline(self):
+        self.linear_location()
+        snap = self.ok("scene.snapshot")
+        objects = {o["name"]: o for o in snap["objects"]}
+        self.assertEqual(objects["Cube"]["animation"], {"location": 3})
+        self.assertNotIn("animation", objects["Camera"])
+        self.assertEqual(snap["timeline"], {"frame_start": 1, "frame_end": 250, "fps": 24, "frame_current": 1})
+
+    def test_the_action_is_slotted_from_4_4_and_legacy_before(self):
+        self.linear_location()
+        action = bpy.data.objects["Cube"].animation_data.action
+        self.assertEqual(len(fcurves(bpy.data.objects["Cube"])), 3)
+        if bpy.app.version >= (4, 4, 0):
+            self.assertTrue(len(action.layers) >= 1)
+            self.assertIsNotNone(bpy.data.objects["Cube"].animation_data.action_slot)
+        else:
+            self.assertEqual(len(action.fcurves), 3)
+        self.assertEqual(self.ok("animation.read", name="Camera"), {"name": "Camera", "animation": {}})
+
+    def test_bad_arguments_are_refused_and_change_nothing(self):
+        self.refused("animation.read", "not_found", name="Nope")
+        self.refused("keyframe.set", "not_found", name="Nope", property="location", frames=[key(1, [0, 0, 0], "LINEAR")])
+        self.refused("keyframe.set", "invalid_arguments", name="Cube", property="hide", frames=[key(1, [0, 0, 0], "LINEAR")])
+        self.refused("keyframe.set", "invalid_arguments", name="Cube", property="location", frames=[])
+        self.refused("keyframe.set", "invalid_arguments", name="Cube", property="location",
+                     frames=[key(1, [0, 0, 0], "LINEAR"), key(1, [1, 0, 0], "LINEAR")])
+        self.refused("keyframe.set", "invalid_arguments", name="Cube", property="location",
+                     frames=[key(1048575, [0, 0, 0], "LINEAR")])
+        self.refused("keyframe.set", "invalid_arguments", name="Cube", property="location",
+                     frames=[key(1, [0, 0, 0], "EASE")])
+        self.refused("keyframe.set", "invalid_arguments", name="Cube", property="location",
+                     frames=[key(1, [0, 0, float("nan")], "LINEAR")])
+        self.assertIsNone(bpy.data.objects["Cube"].animation_data)
+        error = self.refused("timeline.set", "invalid_arguments", frame_start=30, frame_end=10)
+        self.assertEqual(error["details"]["field"], "frame_end")
+        self.refused("timeline.set", "invalid_arguments", frame_start=300)  # past the default end, 250
+        self.refused("timeline.set", "invalid_arguments", fps=0)
+        self.refused("timeline.set", "invalid_arguments", fps=241)
+        self.refused("timeline.set", "invalid_arguments")
+        self.refused("animation.read", "invalid_arguments", name="Cube", at_frame=1.5)
+        self.assertEqual(self.ok("timeline.set", frame_start=300, frame_end=400),
+                         {"frame_start": 300, "frame_end": 400, "fps": 24, "frame_current": 1})
+
+
+if __name__ == "__main__":
+    unittest.main()
