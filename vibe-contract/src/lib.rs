@@ -86,15 +86,15 @@
 //! | pack | registry | tools | default |
 //! |---|---|---|---|
 //! | `core` | blender-core 3.0.0 | 28: the spec's 15 and the seeds' operations (kernel status, telemetry, console errors, identity audit, transactions, object info / transform / rename, materials with emission, alpha, transmission and a texture, modifiers, a still render or a fast preview returned with its answer) | always |
-//! | `io` | blender-io 1.0.0 | 2: `file.save`, `file.open` | yes |
+//! | `io` | blender-io 1.1.0 | 4: `file.save`, `file.open`, `file.import`, `file.export` | yes |
 //! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
 //!
 //! blender-core 2.0.0 was blender-core 1.3.0 with `file.save`, `file.open` and `python.exec`
 //! moved to their packs; 3.0.0 drops `material.list` (every material and its inputs are in
-//! `scene.snapshot`), and a host that names no packs gets 31 tools.
+//! `scene.snapshot`), and a host that names no packs gets 33 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:d0e292a5c7129d2b2512e29e19f2a5a1f6c5debf17cfe3d817e728f3cdfad915`
+//! `blender 3.0.0 = blake3:88a8612747c55c01e97bb107ee9335fded99a13e7852374c855faa03560005b0`
 //!
 //! ## Performance
 //!

@@ -377,9 +377,16 @@ fn default_negotiation_and_mcp_rendering() {
         .collect();
     assert_eq!(
         excluded,
-        ["file.open", "file.save", "python.exec", "render.still"]
-            .into_iter()
-            .collect()
+        [
+            "file.export",
+            "file.import",
+            "file.open",
+            "file.save",
+            "python.exec",
+            "render.still"
+        ]
+        .into_iter()
+        .collect()
     );
     assert_eq!(
         contract.capabilities.macros,

@@ -39,6 +39,10 @@ pub struct Hello {
     /// kernel), and a batch goes as pipelined calls.
     #[serde(default)]
     pub max_batch_calls: Option<u32>,
+    /// The model formats `file.import` and `file.export` take on this Blender (`gltf`, `glb`,
+    /// `obj`, `fbx`, `stl`, `usd`); `None`: the kernel does not say (an older kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formats: Option<Vec<String>>,
 }
 
 /// One call inside a `batch` frame.
@@ -260,6 +264,7 @@ struct WireFrame {
     instance: Option<String>,
     max_batch_calls: Option<u32>,
     calls: Option<Vec<BatchedCall>>,
+    formats: Option<Vec<String>>,
 }
 
 /// A line that is not a valid frame.
@@ -309,6 +314,7 @@ impl Frame {
                 max_frame_bytes: need(wire.max_frame_bytes, kind, "max_frame_bytes")?,
                 instance: wire.instance,
                 max_batch_calls: wire.max_batch_calls,
+                formats: wire.formats,
             })),
             "auth" => Frame::Auth {
                 token: need(wire.token, kind, "token")?,
@@ -405,6 +411,7 @@ impl Frame {
                 wire.max_frame_bytes = Some(hello.max_frame_bytes);
                 wire.instance = hello.instance.as_deref();
                 wire.max_batch_calls = hello.max_batch_calls;
+                wire.formats = hello.formats.as_deref();
             }
             Frame::Auth { token } => wire.token = Some(token),
             Frame::AuthOk | Frame::Bye => {}
@@ -494,6 +501,8 @@ struct WireOut<'a> {
     max_batch_calls: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     calls: Option<&'a [BatchedCall]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    formats: Option<&'a [String]>,
 }
 
 #[cfg(test)]
