@@ -66,7 +66,9 @@ fn skips(target: &str, scenario: &Scenario, hello: &vibe_transport::Hello) -> bo
     if !missing.is_empty() {
         eprintln!(
             "{target}: skipping {}: Blender {} lacks the formats {missing:?} (it has {:?})",
-            scenario.name, hello.blender.version, hello.formats
+            scenario.name,
+            hello.blender.version,
+            hello.formats.as_deref().unwrap_or_default()
         );
     }
     !missing.is_empty()

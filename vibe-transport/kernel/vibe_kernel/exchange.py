@@ -11,9 +11,8 @@ from urllib.parse import unquote
 
 import bpy
 
-from . import lock
+from . import files, lock
 from .envelope import Refusal, invalid, not_found
-from .files import sandbox_path
 from .state import inside
 from .tools import (check_name, collection_by_name, default_collection, has_collection, opt_str, req_str, resolve,
                     scene_objects, tool)
@@ -145,7 +144,7 @@ def check_gltf_references(k, relative, path):
             uri = entry.get("uri") if isinstance(entry, dict) else None
             if not isinstance(uri, str) or uri.startswith("data:"):
                 continue
-            sandbox_path(k, "/".join(p for p in (folder, unquote(uri)) if p), field="path", reading=True)
+            files.sandbox_path(k, "/".join(p for p in (folder, unquote(uri)) if p), field="path", reading=True)
 
 
 def target_collection(params):
@@ -162,7 +161,7 @@ def target_collection(params):
 def file_import(k, params):
     relative = req_str(params, "path")
     fmt = chosen_format(params, relative)
-    path = sandbox_path(k, relative, reading=True)
+    path = files.sandbox_path(k, relative, reading=True)
     coll = target_collection(params)
     if fmt == "gltf":
         check_gltf_references(k, relative, path)
@@ -216,10 +215,10 @@ def export_objects(k, params):
 def file_export(k, params):
     relative = req_str(params, "path")
     fmt = chosen_format(params, relative)
-    path = sandbox_path(k, relative)
+    path = files.sandbox_path(k, relative)
     chosen = export_objects(k, params)
     if fmt == "gltf":  # the .bin the exporter writes beside the .gltf
-        sandbox_path(k, os.path.splitext(relative)[0] + ".bin")
+        files.sandbox_path(k, os.path.splitext(relative)[0] + ".bin")
     layer = bpy.context.view_layer
     layer.update()  # objects linked since the last update are not in layer.objects before it
     for obj in chosen:

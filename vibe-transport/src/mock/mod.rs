@@ -14,7 +14,8 @@
 //! scene in memory under the path it would have written and `file.open` loads it back from
 //! there; it has no renderer, so `render.still` writes a flat grey PNG of the asked size (a real
 //! file in the sandbox, for whatever reads the image back); otherwise negotiation excludes those
-//! tools honestly.
+//! tools honestly. `file.export` and `file.import` write and read real OBJ, ASCII STL and glTF
+//! files in the sandbox (the formats its hello lists; see `exchange.rs`).
 
 mod exchange;
 mod exchange_formats;
