@@ -511,6 +511,28 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_hello_may_list_its_model_formats() {
+        let blender = r#"{"version":"5.0.1","build_hash":"a","platform":"linux","background":true,"features":[]}"#;
+        let older = format!(
+            r#"{{"type":"hello","protocol":1,"kernel":"vibe-kernel","kernel_version":"0.1.0","blender":{blender},"auth_required":false,"max_frame_bytes":1024}}"#
+        );
+        let Frame::Hello(hello) = Frame::parse(older.as_bytes()).unwrap() else {
+            panic!("not a hello")
+        };
+        assert_eq!(hello.formats, None);
+        let newer = format!(r#"{},"formats":["obj","stl"]}}"#, &older[..older.len() - 1]);
+        let Frame::Hello(hello) = Frame::parse(newer.as_bytes()).unwrap() else {
+            panic!("not a hello")
+        };
+        assert_eq!(
+            hello.formats,
+            Some(vec!["obj".to_owned(), "stl".to_owned()])
+        );
+        let again = Frame::parse(&Frame::Hello(hello.clone()).to_line()).unwrap();
+        assert_eq!(again, Frame::Hello(hello));
+    }
+
+    #[test]
     fn call_round_trip() {
         let frame = Frame::Call {
             id: 7,
