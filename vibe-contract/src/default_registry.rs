@@ -32,7 +32,7 @@ pub const MACROS_YAML: &str = include_str!("../registries/blender-core-v2.macros
 pub const CATALOG_NAME: &str = "blender";
 
 /// The default packs, by name, YAML text, and whether a host that names none gets it: core,
-/// organize, io and code (`code` needs `code_exec` besides), 31 tools within the cap of 35;
+/// organize, io and code (`code` needs `code_exec` besides), 33 tools within the cap of 35;
 /// `look` and `animate` only when a host names them.
 pub const DEFAULT_PACKS: [(&str, &str, bool); 6] = [
     (CORE_PACK, CORE_TOOLS_YAML, true),

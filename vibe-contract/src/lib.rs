@@ -89,7 +89,7 @@
 //! |---|---|---|---|
 //! | `core` | blender-core 3.0.0 | 24: kernel status, snapshot, telemetry, console errors, identity audit, object list / info / find / create / transform / rename / delete, cube and plane, the active object, materials with emission, alpha, transmission and a texture, modifiers, transactions, a still render or a fast preview | always |
 //! | `organize` | blender-organize 1.0.0 | 4: collections (list, ensure, assign) and parenting | yes |
-//! | `io` | blender-io 1.0.0 | 2: `file.save`, `file.open` | yes |
+//! | `io` | blender-io 1.1.0 | 4: `file.save`, `file.open`, `file.import`, `file.export` (glTF, GLB, OBJ, FBX, STL, USD where the Blender has them) | yes |
 //! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
 //! | `look` | blender-look 1.0.0 | 4: `camera.set` (lens, sensor, clipping, projection, the scene camera), `object.aim`, `light.set` (type, power, colour, size, spot cone), `world.set` (background colour and strength) | no |
 //! | `animate` | blender-animate 1.0.0 | 3: `keyframe.set`, `timeline.set`, `animation.read` | no |
@@ -98,10 +98,10 @@
 //! moved to their packs; 3.0.0 drops `material.list` (every material and its inputs are in
 //! `scene.snapshot`) and moves the collection and parenting tools, unchanged, to `organize`,
 //! so that the packs an agent needs to build, light, animate and exchange a scene fit the cap
-//! together. A host that names no packs gets 31 tools.
+//! together. A host that names no packs gets 33 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:9d7ed37e86fe2ea612a9dffee70de10e033788d8c93aaab27fa1d2e6ae457283`
+//! `blender 3.0.0 = blake3:058c1eb5a41aa94889e54f22e5016c2600e7adb2474d345b46e9f102777cd3b2`
 //!
 //! ## Performance
 //!

@@ -381,6 +381,8 @@ fn default_negotiation_and_mcp_rendering() {
         [
             "animation.read",
             "camera.set",
+            "file.export",
+            "file.import",
             "file.open",
             "file.save",
             "keyframe.set",

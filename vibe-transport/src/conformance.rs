@@ -34,6 +34,11 @@
 //!
 //! The Blender must offer them (MockBlender `with_files()` and with a code handler; a kernel
 //! with Cycles, started with agent code allowed); one it does not offer fails the run.
+//!
+//! A scenario that exchanges models names the formats it uses (`formats: [obj, gltf, stl]`). A
+//! Blender whose hello does not list all of them (Debian's 3.4 has no glTF without numpy)
+//! cannot run it: [`missing_formats`] says which, and the runners skip the scenario on that
+//! Blender and say so, rather than fail it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -114,6 +119,9 @@ pub struct Scenario {
     /// What it needs beyond the scene tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs: Vec<Need>,
+    /// The model formats its steps import and export; it runs only where the hello lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub formats: Vec<String>,
     /// The calls, in order.
     pub steps: Vec<Step>,
 }
@@ -132,6 +140,18 @@ impl Scenario {
             .map(|c| c.to_string())
             .collect()
     }
+}
+
+/// The formats `scenario` needs that the Blender of `hello` lacks (a hello without `formats`
+/// has none); empty: it can run there.
+pub fn missing_formats(scenario: &Scenario, hello: &crate::frame::Hello) -> Vec<String> {
+    let offered = hello.formats.as_deref().unwrap_or_default();
+    scenario
+        .formats
+        .iter()
+        .filter(|f| !offered.contains(f))
+        .cloned()
+        .collect()
 }
 
 /// What a run produced: the normalized answers and the final content fingerprint.
@@ -165,9 +185,10 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
 const BUILD_SPECIFIC: [&str; 4] = ["fingerprint", "blender_version", "kernel_version", "_meta"];
 
 /// Result fields of one tool that differ between Blender builds for the same scene: the size of
-/// a saved `.blend` is its writer's. Left out of the scenarios' normalized answers (the registry
+/// a saved `.blend` or an exported model is its writer's. Left out of the scenarios' normalized answers (the registry
 /// still holds them to their type).
-const BUILD_SPECIFIC_RESULTS: [(&str, &str); 1] = [("file.save", "bytes")];
+const BUILD_SPECIFIC_RESULTS: [(&str, &str); 2] =
+    [("file.save", "bytes"), ("file.export", "bytes")];
 
 fn strip(value: &Value) -> Value {
     match value {

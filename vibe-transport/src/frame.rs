@@ -39,6 +39,10 @@ pub struct Hello {
     /// kernel), and a batch goes as pipelined calls.
     #[serde(default)]
     pub max_batch_calls: Option<u32>,
+    /// The model formats `file.import` and `file.export` take on this Blender (`gltf`, `glb`,
+    /// `obj`, `fbx`, `stl`, `usd`); `None`: the kernel does not say (an older kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formats: Option<Vec<String>>,
 }
 
 /// One call inside a `batch` frame.
@@ -260,6 +264,7 @@ struct WireFrame {
     instance: Option<String>,
     max_batch_calls: Option<u32>,
     calls: Option<Vec<BatchedCall>>,
+    formats: Option<Vec<String>>,
 }
 
 /// A line that is not a valid frame.
@@ -309,6 +314,7 @@ impl Frame {
                 max_frame_bytes: need(wire.max_frame_bytes, kind, "max_frame_bytes")?,
                 instance: wire.instance,
                 max_batch_calls: wire.max_batch_calls,
+                formats: wire.formats,
             })),
             "auth" => Frame::Auth {
                 token: need(wire.token, kind, "token")?,
@@ -405,6 +411,7 @@ impl Frame {
                 wire.max_frame_bytes = Some(hello.max_frame_bytes);
                 wire.instance = hello.instance.as_deref();
                 wire.max_batch_calls = hello.max_batch_calls;
+                wire.formats = hello.formats.as_deref();
             }
             Frame::Auth { token } => wire.token = Some(token),
             Frame::AuthOk | Frame::Bye => {}
@@ -494,12 +501,36 @@ struct WireOut<'a> {
     max_batch_calls: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     calls: Option<&'a [BatchedCall]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    formats: Option<&'a [String]>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_hello_may_list_its_model_formats() {
+        let blender = r#"{"version":"5.0.1","build_hash":"a","platform":"linux","background":true,"features":[]}"#;
+        let older = format!(
+            r#"{{"type":"hello","protocol":1,"kernel":"vibe-kernel","kernel_version":"0.1.0","blender":{blender},"auth_required":false,"max_frame_bytes":1024}}"#
+        );
+        let Frame::Hello(hello) = Frame::parse(older.as_bytes()).unwrap() else {
+            panic!("not a hello")
+        };
+        assert_eq!(hello.formats, None);
+        let newer = format!(r#"{},"formats":["obj","stl"]}}"#, &older[..older.len() - 1]);
+        let Frame::Hello(hello) = Frame::parse(newer.as_bytes()).unwrap() else {
+            panic!("not a hello")
+        };
+        assert_eq!(
+            hello.formats,
+            Some(vec!["obj".to_owned(), "stl".to_owned()])
+        );
+        let again = Frame::parse(&Frame::Hello(hello.clone()).to_line()).unwrap();
+        assert_eq!(again, Frame::Hello(hello));
+    }
 
     #[test]
     fn call_round_trip() {

@@ -89,7 +89,7 @@ pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
 }
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 32] = [
+pub const KERNEL_FILES: [(&str, &str); 33] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -214,6 +214,10 @@ pub const KERNEL_FILES: [(&str, &str); 32] = [
     (
         "vibe_kernel/animate.py",
         include_str!("../kernel/vibe_kernel/animate.py"),
+    ),
+    (
+        "vibe_kernel/exchange.py",
+        include_str!("../kernel/vibe_kernel/exchange.py"),
     ),
 ];
 

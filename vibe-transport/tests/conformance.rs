@@ -252,3 +252,35 @@ fn answers_are_held_to_the_registry() {
     );
     assert!(by_registry("object.explode", &good).is_err());
 }
+
+/// A scenario that names formats runs where the hello lists them all; elsewhere the runners
+/// skip it, naming what is missing. MockBlender lists OBJ, STL and glTF, and refuses a format
+/// it lacks naming those it has.
+#[tokio::test]
+async fn scenarios_needing_formats_a_blender_lacks_are_skipped() {
+    use vibe_transport::Transport;
+    use vibe_transport::conformance::missing_formats;
+    let scenarios = load_dir(&dir()).unwrap();
+    let exchange = scenarios
+        .iter()
+        .find(|s| !s.formats.is_empty())
+        .expect("a scenario that names formats");
+    let mock = mock_for(exchange);
+    assert!(missing_formats(exchange, mock.hello()).is_empty());
+    let mut needs_fbx = exchange.clone();
+    needs_fbx.formats.push("fbx".into());
+    assert_eq!(missing_formats(&needs_fbx, mock.hello()), ["fbx"]);
+    let mut older = mock.hello().clone();
+    older.formats = None;
+    assert_eq!(missing_formats(exchange, &older), exchange.formats);
+    let mut blender = MockBlender::new().with_files();
+    let session = vibe_transport::SessionConfig::new("formats").capabilities(["file.write"]);
+    assert!(blender.configure(&session).is_ok());
+    let answer = blender.execute("file.export", &serde_json::json!({"path": "x.fbx"}));
+    let error = answer.error().expect("refused");
+    assert_eq!(error.code.as_str(), "capability_missing");
+    assert_eq!(
+        error.details["formats"],
+        serde_json::json!(["gltf", "obj", "stl"])
+    );
+}

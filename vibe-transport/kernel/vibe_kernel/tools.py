@@ -423,7 +423,7 @@ def estimated_polygons(obj):
 
 
 # The tools, by family (each module registers its own with `tool`).
-from . import agent_code, animate, files, look, materials, objects, reads, transactions  # noqa: E402,F401
+from . import agent_code, animate, exchange, files, look, materials, objects, reads, transactions  # noqa: E402,F401
 
 
 def check_complete():

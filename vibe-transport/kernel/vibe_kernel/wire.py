@@ -23,7 +23,7 @@ import time
 
 import bpy
 
-from . import confine, lock, snapshot, tools
+from . import confine, exchange, lock, snapshot, tools
 from .index import SCENE_INDEX
 from .envelope import Refusal, err, from_exception, json_safe, ok
 from .state import ORPHAN_GRACE_S, Session, Shared
@@ -77,7 +77,7 @@ class Kernel:
                             "background": bool(bpy.app.background), "features": sorted(self.state.features),
                             "confinement": dict(confine.STATE)},
                 "auth_required": auth_required, "max_frame_bytes": MAX_FRAME_BYTES, "instance": self.instance,
-                "max_batch_calls": MAX_BATCH_CALLS}
+                "max_batch_calls": MAX_BATCH_CALLS, "formats": exchange.available_formats()}
 
     def file_op(self, operation):
         """Runs one of the kernel's own file loads or saves; the kernel is busy meanwhile (the

@@ -21,9 +21,13 @@
 //! scene in memory under the path it would have written and `file.open` loads it back from
 //! there; it has no renderer, so `render.still` writes a flat grey PNG of the asked size (a real
 //! file in the sandbox, for whatever reads the image back); otherwise negotiation excludes those
-//! tools honestly.
+//! tools honestly. `file.export` and `file.import` write and read real OBJ, ASCII STL and glTF
+//! files in the sandbox (the formats its hello lists; see `exchange.rs`).
 
 mod animation;
+mod exchange;
+mod exchange_formats;
+mod exchange_geometry;
 mod faults;
 mod files;
 mod lock;
@@ -108,6 +112,8 @@ pub struct MockBlender {
     files: BTreeMap<String, Scene>,
     /// The path of the file `file.open` loaded last ("" for none).
     file: String,
+    /// The geometry of the meshes `file.import` made, by uid (the model exchange's).
+    geometry: BTreeMap<u64, exchange_geometry::Geometry>,
     /// The last name the session saw for each uid, to tell identity drift from a typo.
     seen: HashMap<String, u64>,
     faults: FaultPlan,
@@ -154,6 +160,7 @@ impl MockBlender {
             offers_files: false,
             files: BTreeMap::new(),
             file: String::new(),
+            geometry: BTreeMap::new(),
             seen: HashMap::new(),
             faults: FaultPlan::none(),
             calls: 0,
@@ -250,6 +257,12 @@ impl MockBlender {
             max_frame_bytes: crate::codec::DEFAULT_MAX_FRAME_BYTES as u64,
             instance: Some(format!("mock-{:016x}", self.instance)),
             max_batch_calls: Some(crate::MAX_BATCH_CALLS as u32),
+            formats: Some(
+                exchange::MOCK_FORMATS
+                    .iter()
+                    .map(|f| f.to_string())
+                    .collect(),
+            ),
         }
     }
 

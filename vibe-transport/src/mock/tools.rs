@@ -34,7 +34,7 @@ pub(super) fn req_str<'a>(params: &'a Value, field: &str) -> Result<&'a str, Err
         .ok_or_else(|| invalid(field, format!("`{field}` must be a string")))
 }
 
-fn opt_str<'a>(params: &'a Value, field: &str) -> Result<Option<&'a str>, ErrorBody> {
+pub(super) fn opt_str<'a>(params: &'a Value, field: &str) -> Result<Option<&'a str>, ErrorBody> {
     match params.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -89,7 +89,7 @@ fn floats(v: &[f32]) -> Value {
     Value::Array(v.iter().map(|x| json!(f64::from(*x))).collect())
 }
 
-fn check_name(field: &str, name: &str) -> Result<(), ErrorBody> {
+pub(super) fn check_name(field: &str, name: &str) -> Result<(), ErrorBody> {
     if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
         return Err(invalid(
             field,
@@ -337,6 +337,8 @@ impl MockBlender {
             "keyframe.set" => self.keyframe_set(params),
             "timeline.set" => self.timeline_set(params),
             "animation.read" => self.animation_read(params),
+            "file.import" => self.file_import(params),
+            "file.export" => self.file_export(params),
             other => Err(ErrorBody::new(
                 ErrorCode::CapabilityMissing,
                 format!("MockBlender cannot run {other}"),
@@ -347,7 +349,7 @@ impl MockBlender {
 
     /// Resolves an object name, telling identity drift (renamed behind the session's back)
     /// from a name that never existed.
-    fn resolve(&mut self, field: &str, name: &str) -> Result<String, ErrorBody> {
+    pub(super) fn resolve(&mut self, field: &str, name: &str) -> Result<String, ErrorBody> {
         check_name(field, name)?;
         if let Some(object) = self.scene.objects.get(name) {
             self.seen.insert(name.to_owned(), object.uid);
