@@ -1083,3 +1083,51 @@ fn configure_refuses_bad_folders_and_a_sandbox_that_overlaps_a_project_root() {
         json!({"file": "/work/outside/x.blend"}),
     );
 }
+
+#[test]
+fn a_file_a_tool_writes_must_be_new_or_a_plain_file_of_its_own() {
+    let sandbox = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let mut mock = MockBlender::new().with_files();
+    let session = SessionConfig::new("agent")
+        .capabilities(["scene.read", "scene.write", "file.write", "render"])
+        .sandbox(sandbox.path().to_str().unwrap())
+        .time_per_tool_ms(1000);
+    assert!(mock.configure(&session).is_ok());
+    let render = |name: &str| json!({"path": name, "width": 16, "height": 16});
+    // A hard link to a file outside: writing through it would change that file.
+    std::fs::write(outside.path().join("precious.png"), b"keep").unwrap();
+    std::fs::hard_link(
+        outside.path().join("precious.png"),
+        sandbox.path().join("linked.png"),
+    )
+    .unwrap();
+    let e = err(&mut mock, "render.still", render("linked.png"));
+    assert_eq!(e.reason(), Some(Reason::Sandbox));
+    assert!(e.message.contains("hard links"), "{}", e.message);
+    assert_eq!(
+        std::fs::read(outside.path().join("precious.png")).unwrap(),
+        b"keep"
+    );
+    // A FIFO would block the writer.
+    let fifo = sandbox.path().join("pipe.png");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let e = err(&mut mock, "render.still", render("pipe.png"));
+    assert_eq!(e.reason(), Some(Reason::Sandbox));
+    assert!(e.message.contains("not a regular file"), "{}", e.message);
+    // A plain file of its own is overwritten; a new one is made.
+    std::fs::write(sandbox.path().join("old.png"), b"old").unwrap();
+    ok(&mut mock, "render.still", render("old.png"));
+    ok(&mut mock, "render.still", render("new.png"));
+    assert!(
+        std::fs::read(sandbox.path().join("old.png"))
+            .unwrap()
+            .starts_with(b"\x89PNG")
+    );
+}

@@ -3,6 +3,7 @@ a `.blend` from a project root or the sandbox. Whatever the bridge checked befor
 checked again here after resolving links, and nothing is ever written into a project root."""
 
 import os
+import stat
 
 import bpy
 
@@ -60,11 +61,30 @@ def sandbox_path(k, relative, companions=(), field="path", reading=False):
         return resolved
     # Files Blender writes beside the target (a save goes to `<path>@`, then is renamed): a link
     # planted there would be written through.
+    check_writable(relative, resolved, field)
     for suffix in companions:
         if os.path.lexists(resolved + suffix):
             check_resolved(root, relative + suffix, os.path.realpath(resolved + suffix), field)
+            check_writable(relative + suffix, os.path.realpath(resolved + suffix), field)
     os.makedirs(os.path.dirname(resolved), exist_ok=True)
     return resolved
+
+
+def check_writable(relative, resolved, field="path"):
+    """A file a tool writes is new or a plain file of its own: a FIFO, socket or device would
+    block Blender's writer or write somewhere else, and a file with another hard link is also a
+    file outside the sandbox (a path check cannot see a hard link), which the write would
+    change."""
+    try:
+        st = os.lstat(resolved)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise sandbox_refusal(relative, "cannot be examined (%s)" % (exc.strerror or "error"), field)
+    if not stat.S_ISREG(st.st_mode):
+        raise sandbox_refusal(relative, "is not a regular file (a pipe, socket or device is never written)", field)
+    if st.st_nlink > 1:
+        raise sandbox_refusal(relative, "has other hard links, which may lie outside the sandbox; remove it first", field)
 
 
 def check_resolved(root, relative, resolved, field="path"):
@@ -115,13 +135,18 @@ def render_still(k, params):
 
 def render_with(sc, path, width, height, engine, samples, seed):
     """Renders the scene camera's view to `path` with `engine` and puts every render setting it
-    touched back. Workbench draws solid shading in the materials' colours and image textures."""
+    touched back. Workbench draws solid shading in the materials' colours and image textures.
+    The compositor, the sequencer and multiview are off for the render: a File Output node in a
+    person's compositor writes wherever its base path points (outside the sandbox too), sequencer
+    strips and compositor images read files by their own paths, and individual views write files
+    beside the checked one. The answer is the camera's view, exactly at `path`."""
     r = sc.render
     shading = sc.display.shading
     saved = (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
              sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension, sc.cycles.use_denoising,
-             shading.light, shading.color_type)
+             shading.light, shading.color_type, r.use_compositing, r.use_sequencer, r.use_multiview)
     try:
+        r.use_compositing = r.use_sequencer = r.use_multiview = False
         r.use_file_extension = False  # write exactly the checked path, never `<path>.png`
         r.engine = engine
         if engine == "CYCLES":
@@ -142,7 +167,7 @@ def render_with(sc, path, width, height, engine, samples, seed):
     finally:
         (r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.filepath,
          sc.cycles.samples, sc.cycles.seed, sc.cycles.device, r.use_file_extension, sc.cycles.use_denoising,
-         shading.light, shading.color_type) = saved
+         shading.light, shading.color_type, r.use_compositing, r.use_sequencer, r.use_multiview) = saved
     return engine
 
 

@@ -98,11 +98,42 @@ fn base_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The kernel's check of a file a tool writes: new, or a plain file of its own. A pipe, socket or
+/// device would block the writer, and a file with another hard link is also a file outside the
+/// sandbox, which a path check cannot see.
+fn writable(relative: &str, target: &Path) -> Result<(), ErrorBody> {
+    let Ok(meta) = std::fs::symlink_metadata(target) else {
+        return Ok(());
+    };
+    let why = if !meta.file_type().is_file() {
+        "is not a regular file (a pipe, socket or device is never written)"
+    } else if other_links(&meta) {
+        "has other hard links, which may lie outside the sandbox; remove it first"
+    } else {
+        return Ok(());
+    };
+    Err(sandbox_refusal("path", format!("path {relative:?} {why}")))
+}
+
+#[cfg(unix)]
+fn other_links(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.nlink() > 1
+}
+
+#[cfg(not(unix))]
+fn other_links(_meta: &std::fs::Metadata) -> bool {
+    false
+}
+
 impl MockBlender {
-    /// The absolute path `file.save` writes `relative` to: the kernel's rules for a path inside
-    /// the sandbox, and never inside a project root.
-    fn sandbox_target(&self, relative: &str) -> Result<PathBuf, ErrorBody> {
-        self.sandbox_path("path", relative)
+    /// The absolute path a tool writes `relative` to (`file.save`, `render.still`,
+    /// `file.export`): the kernel's rules for a path inside the sandbox, never inside a project
+    /// root, and an existing file there must be a regular file with no other hard link.
+    pub(super) fn sandbox_target(&self, relative: &str) -> Result<PathBuf, ErrorBody> {
+        let target = self.sandbox_path("path", relative)?;
+        writable(relative, &target)?;
+        Ok(target)
     }
 
     /// The absolute path of `relative` inside the sandbox, by the kernel's rules, for the
