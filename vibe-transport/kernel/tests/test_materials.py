@@ -80,6 +80,39 @@ class MaterialInputsTest(KernelCalls, unittest.TestCase):
         self.assertIsNone(out["texture"])
         self.assertFalse(self.node("Label").inputs["Base Color"].links)
 
+    def test_a_persons_wired_base_colour_is_never_unwired_or_its_image_replaced(self):
+        # The factory "Material" is the person's: they paint an image and wire it to the base colour.
+        mat = bpy.data.materials["Material"]
+        if mat.node_tree is None or (bpy.app.version < (5, 0, 0) and not mat.use_nodes):
+            mat.use_nodes = True
+        painting = bpy.data.images.new("Painting", 8, 8)
+        painting.use_fake_user = False
+        theirs = mat.node_tree.nodes.new("ShaderNodeTexImage")
+        theirs.image = painting
+        mat.node_tree.links.new(theirs.outputs["Color"], self.node("Material").inputs["Base Color"])
+        self.render("shots/a.png")
+        images = len(bpy.data.images)
+        for texture in ("shots/a.png", None):
+            error = self.refused("material.ensure_principled", "contract_violation", name="Material",
+                                 texture=texture, roughness=0.1)
+            self.assertEqual((error["details"]["reason"], error["details"]["rule"], error["details"]["name"]),
+                             ("actuator_lock", "unlink", theirs.name))
+        link = self.node("Material").inputs["Base Color"].links[0]
+        self.assertEqual((link.from_node.name, link.from_node.image.name), (theirs.name, "Painting"))
+        self.assertEqual(painting.users, 1)
+        self.assertEqual(len(bpy.data.images), images, "a refused texture leaves no image behind")
+        self.assertNotAlmostEqual(self.node("Material").inputs["Roughness"].default_value, 0.1)
+        # Without `texture` the other inputs are property edits, allowed.
+        self.ok("material.ensure_principled", name="Material", roughness=0.1)
+
+    def test_on_a_persons_unwired_material_the_texture_the_agent_put_is_its_own(self):
+        self.render("shots/a.png")
+        self.render("shots/b.png")
+        self.ok("material.ensure_principled", name="Material", texture="shots/a.png")
+        self.ok("material.ensure_principled", name="Material", texture="shots/b.png")
+        out = self.ok("material.ensure_principled", name="Material", texture=None)
+        self.assertIsNone(out["texture"])
+
     def test_a_texture_that_is_not_an_image_or_not_there_changes_nothing(self):
         with open(os.path.join(self.sandbox, "fake.png"), "w") as f:
             f.write("not a picture")

@@ -33,6 +33,13 @@ def ensure_principled(k, params):
     texture = texture_argument(k, params)
     mat = bpy.data.materials.get(name)
     created = mat is None
+    if "texture" in params and not created and not lock.is_agents(k, mat):
+        try:
+            check_base_colour_wiring(mat)
+        except Refusal:
+            if texture is not None and texture.users == 0:
+                bpy.data.images.remove(texture)
+            raise
     if created:
         mat = bpy.data.materials.new(name)
         lock.mark_created(k, mat, "material")
@@ -86,9 +93,28 @@ def texture_argument(k, params):
     return image
 
 
+# The mark on the image texture node `texture` makes: the node it may later change or take off.
+TEXTURE_MARK = "vibe_texture"
+
+
+def check_base_colour_wiring(mat):
+    """On a person's material, `texture` changes only what it made: a base colour wired to any
+    other node (the person's image, their node setup) would be unwired or its image replaced,
+    and that image lost with its last user. Refused before anything changes."""
+    node = principled_node(mat) if mat.node_tree is not None else None
+    links = node.inputs["Base Color"].links if node is not None else ()
+    if not links or links[0].from_node.get(TEXTURE_MARK):
+        return
+    source = links[0].from_node
+    raise Refusal("contract_violation", 'security block: the base colour of material "%s" comes from node "%s", '
+                  "which the agent did not make; `texture` would unwire it (set the other inputs without "
+                  "`texture`, or make a material of the agent's own)" % (mat.name, source.name),
+                  reason="actuator_lock", rule="unlink", kind="node", name=source.name, field="texture")
+
+
 def set_texture(mat, node, image):
-    """Puts `image` on the base colour through one image texture node (made once, reused), or,
-    with None, takes the texture node off."""
+    """Puts `image` on the base colour through one image texture node (made once, marked, reused),
+    or, with None, takes the texture node off."""
     tex = texture_node(node)
     if image is None:
         if tex is not None:
@@ -96,6 +122,7 @@ def set_texture(mat, node, image):
         return
     if tex is None:
         tex = mat.node_tree.nodes.new("ShaderNodeTexImage")
+        tex[TEXTURE_MARK] = True
         tex.location = (node.location[0] - 300.0, node.location[1])
         mat.node_tree.links.new(tex.outputs["Color"], node.inputs["Base Color"])
     tex.image = image
