@@ -173,6 +173,24 @@ class LookTest(KernelCalls, unittest.TestCase):
         self.assertClose(out["color"] + [out["strength"]], [0.05, 0.05, 0.05, 3])
         self.assertEqual(bpy.context.scene.world.name, out["world"])
 
+    def test_a_persons_own_world_shader_is_never_unwired(self):
+        world = bpy.context.scene.world
+        if world.node_tree is None or (bpy.app.version < (5, 0, 0) and not world.use_nodes):
+            world.use_nodes = True
+        tree = world.node_tree
+        for node in [n for n in tree.nodes if n.type == "BACKGROUND"]:
+            tree.nodes.remove(node)
+        output = next(n for n in tree.nodes if n.type == "OUTPUT_WORLD")
+        sky = tree.nodes.new("ShaderNodeEmission")
+        tree.links.new(sky.outputs[0], output.inputs["Surface"])
+        before = snapshot.fingerprint()
+        error = self.refused("world.set", "contract_violation", color=[1, 0, 0])
+        self.assertEqual((error["details"]["reason"], error["details"]["rule"], error["details"]["name"]),
+                         ("actuator_lock", "unlink", sky.name))
+        self.assertEqual(output.inputs["Surface"].links[0].from_node.name, sky.name)
+        self.assertEqual(len([n for n in tree.nodes if n.type == "BACKGROUND"]), 0)
+        self.assertEqual(snapshot.fingerprint(), before)
+
     def test_the_change_fingerprint_sees_look_settings(self):
         before = snapshot.fingerprint()
         self.ok("world.set", strength=0.5)

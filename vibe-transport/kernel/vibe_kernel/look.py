@@ -11,7 +11,7 @@ import math
 
 import bpy
 
-from .envelope import invalid
+from .envelope import Refusal, invalid
 from .tools import floats, opt_num, opt_str, opt_vec, req_str, resolve, scene, tool
 
 # Below this share of its length a direction counts as straight up or down (the horizontal part
@@ -247,8 +247,16 @@ def ensure_background(world):
     node = background(world)
     if node is None:
         tree = world.node_tree
-        node = tree.nodes.new("ShaderNodeBackground")
         output = next((n for n in tree.nodes if n.type == "OUTPUT_WORLD"), None)
+        if output is not None and output.inputs["Surface"].links:
+            # A person's own world shader (a sky texture, an emission): wiring a Background in
+            # its place would unwire their setup.
+            source = output.inputs["Surface"].links[0].from_node
+            raise Refusal("contract_violation", 'security block: world "%s" is lit by node "%s", which the agent did '
+                          "not make and world.set would unwire; change that node's inputs with the person, or "
+                          "leave the world as it is" % (world.name, source.name),
+                          reason="actuator_lock", rule="unlink", kind="node", name=source.name)
+        node = tree.nodes.new("ShaderNodeBackground")
         if output is None:
             output = tree.nodes.new("ShaderNodeOutputWorld")
         tree.links.new(node.outputs["Background"], output.inputs["Surface"])
