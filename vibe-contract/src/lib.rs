@@ -92,7 +92,7 @@
 //! | `io` | blender-io 1.0.0 | 2: `file.save`, `file.open` | yes |
 //! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
 //! | `look` | blender-look 1.0.0 | 4: `camera.set` (lens, sensor, clipping, projection, the scene camera), `object.aim`, `light.set` (type, power, colour, size, spot cone), `world.set` (background colour and strength) | no |
-//! | `animate` | blender-animate 1.0.0 | 3: `keyframe.set`, `timeline.set`, `animation.read` | no |
+//! | `animate` | blender-animate 1.1.0 | 3: `keyframe.set` (transforms, a camera's lens, a light's energy and colour), `timeline.set`, `animation.read` | no |
 //!
 //! blender-core 2.0.0 was blender-core 1.3.0 with `file.save`, `file.open` and `python.exec`
 //! moved to their packs; 3.0.0 drops `material.list` (every material and its inputs are in
@@ -101,7 +101,7 @@
 //! together. A host that names no packs gets 31 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:9d7ed37e86fe2ea612a9dffee70de10e033788d8c93aaab27fa1d2e6ae457283`
+//! `blender 3.0.0 = blake3:e51fe015f5a4af4c252551ecb8320f468cc9130aacaea12eb7e1b90ac6bba37e`
 //!
 //! ## Performance
 //!
