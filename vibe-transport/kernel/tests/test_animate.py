@@ -16,7 +16,7 @@ sys.path.insert(0, KERNEL_DIR)
 
 import bpy  # noqa: E402
 
-from vibe_kernel import lock  # noqa: E402
+from vibe_kernel import lock, snapshot  # noqa: E402
 from vibe_kernel.animate import fcurves  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 from kernel_case import KernelCalls  # noqa: E402
@@ -266,6 +266,60 @@ class AnimateTest(KernelCalls, unittest.TestCase):
         # A light without keys gets an action Blender makes for the agent's keys: the agent's.
         self.ok("keyframe.set", name="Light", property="energy", frames=[key(1, 10, "LINEAR")])
         self.assertTrue(lock.is_agents(self.k, bpy.data.objects["Light"].data.animation_data.action))
+
+
+    # ------------------------------------------------------------ the GUI's check for the person's changes
+
+    def test_the_change_fingerprint_sees_keys_and_the_timeline(self):
+        self.linear_location()
+        self.ok("keyframe.set", name="Light", property="energy", frames=[key(1, 10, "LINEAR")])
+        before = snapshot.fingerprint()
+        cube, light = bpy.data.objects["Cube"], bpy.data.objects["Light"]
+        # The person adds a key on the cube's scale, moves the light's energy key to frame 5 (the
+        # light's energy stays what it was: nothing but the key changed) and widens the range.
+        cube.keyframe_insert("scale", frame=30)
+        point = fcurves(light.data)[0].keyframe_points[0]
+        point.co = (5.0, point.co[1])
+        bpy.context.scene.frame_end = 300
+        changed = snapshot.differences(before, snapshot.fingerprint())
+        self.assertEqual(changed, [{"name": "Cube", "what": "keys changed"}, {"name": "Light", "what": "keys changed"},
+                                   {"name": "timeline", "what": "changed"}])
+
+    def test_a_key_value_interpolation_or_frame_rate_change_is_seen_and_scrubbing_is_not(self):
+        self.linear_location()
+        before = snapshot.fingerprint()
+        curve = [fc for fc in fcurves(bpy.data.objects["Cube"]) if fc.array_index == 2][0]
+        curve.keyframe_points[1].interpolation = "CONSTANT"
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()),
+                         [{"name": "Cube", "what": "keys changed"}])
+        curve.keyframe_points[1].interpolation = "LINEAR"
+        curve.keyframe_points[1].co = (11.0, -3.0)
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()),
+                         [{"name": "Cube", "what": "keys changed"}])
+        curve.keyframe_points[1].co = (11.0, -4.0)
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()), [])
+        bpy.context.scene.render.fps = 30
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()), [{"name": "timeline", "what": "changed"}])
+        bpy.context.scene.render.fps = 24
+        # A new current frame poses the cube (it moves) but is no change of the keys or the timeline.
+        bpy.context.scene.frame_set(6)
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()), [{"name": "Cube", "what": "moved"}])
+
+    def test_a_rollback_names_the_keys_the_person_added(self):
+        original = snapshot.uses_undo
+        snapshot.uses_undo = lambda: True  # the GUI's path, headless (see test_undo.py)
+        self.addCleanup(setattr, snapshot, "uses_undo", original)
+        bpy.ops.ed.undo_push(message="Original")
+        self.ok("transaction.begin")
+        self.ok("keyframe.set", name="Camera", property="lens", frames=[key(1, 35, "LINEAR"), key(11, 70, "LINEAR")])
+        bpy.data.objects["Light"].data.keyframe_insert("energy", frame=4)  # the person's key
+        bpy.ops.ed.undo_push(message="Insert Keyframe")
+        error = self.refused("transaction.rollback", "contract_violation")
+        self.assertEqual(error["details"]["rule"], "human_edits")
+        self.assertEqual(error["details"]["changed"], [{"name": "Light", "what": "keys changed"}])
+        self.ok("transaction.rollback", force=True)
+        self.assertEqual(self.ok("animation.read", name="Camera")["animation"], {})
+        self.assertEqual(self.ok("animation.read", name="Light")["animation"], {})
 
 
 if __name__ == "__main__":
