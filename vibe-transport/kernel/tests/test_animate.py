@@ -299,7 +299,8 @@ class AnimateTest(KernelCalls, unittest.TestCase):
         curve.keyframe_points[1].co = (11.0, -4.0)
         self.assertEqual(snapshot.differences(before, snapshot.fingerprint()), [])
         bpy.context.scene.render.fps = 30
-        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()), [{"name": "timeline", "what": "changed"}])
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()),
+                         [{"name": "timeline", "what": "changed"}])
         bpy.context.scene.render.fps = 24
         # A new current frame poses the cube (it moves) but is no change of the keys or the timeline.
         bpy.context.scene.frame_set(6)

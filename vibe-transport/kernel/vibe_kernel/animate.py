@@ -4,12 +4,13 @@ and evaluated (animation.read).
 
 Blender keeps keys in F-curves of an action, one F-curve per component (location x, y, z). A
 transform's keys are in the object's action; a camera's `lens` and a light's `energy` and
-`color` live on the object's data (the camera or light data-block), whose own animation data has
-its own action (`CameraAction`, `LightAction`); their keys are read back under the same property
-names as the object's. Where an action keeps its F-curves depends on the version: Blender 4.4
-and later have slotted actions (layers, strips and one channelbag per slot; 5.0 dropped the
-legacy `action.fcurves`), 3.4 has `action.fcurves`. `fcurves` hides the difference, for an
-object and a data-block alike.
+`color` live on the object's data (the camera or light data-block), whose own animation data
+holds them: an action of its own on 3.4 (`CameraAction`, `LightAction`), a slot of its own from
+4.4 (in the object's action when that has one: Blender keys it so). Their keys are read back
+under the same property names as the object's. Where an action keeps its F-curves depends on
+the version: Blender 4.4 and later have slotted actions (layers, strips and one channelbag per
+slot; 5.0 dropped the legacy `action.fcurves`), 3.4 has `action.fcurves`. `fcurves` hides the
+difference, for an object and a data-block alike.
 
 A key of this pack holds all components at one frame: three for a vector (a list), one for a
 scalar such as `lens` (a number). Keys are written with explicit interpolation and auto-clamped
@@ -22,6 +23,7 @@ several objects shares its keys too, as in Blender.
 The property table (`PROPERTIES`) is the only list of what can be keyed (MockBlender has its
 twin in mock/animation.rs), with each property's components, owner and bounds."""
 
+import array
 from collections import namedtuple
 
 import bpy
@@ -169,6 +171,27 @@ def with_summary(out, obj):
     if counts:
         out["animation"] = counts
     return out
+
+
+def animation_signature(obj):
+    """Every key of the object's F-curves and of its data's, for the GUI's check for the person's
+    changes (snapshot.fingerprint): per F-curve its owner, data path and index, and each key's
+    frame, value and interpolation, read in bulk (`foreach_get`) so that long animations stay
+    cheap. Any property's keys, not only this pack's. None without keys."""
+    curves = []
+    for owner_name, block in (("object", obj), ("data", obj.data)):
+        if block is None or getattr(block, "animation_data", None) is None:
+            continue
+        for fc in fcurves(block):
+            points = fc.keyframe_points
+            count = len(points)
+            coordinates = array.array("f", bytes(8 * count))  # frame and value of every key
+            points.foreach_get("co", coordinates)
+            interpolations = array.array("i", bytes(4 * count))
+            points.foreach_get("interpolation", interpolations)
+            curves.append((owner_name, fc.data_path, fc.array_index, coordinates.tobytes(),
+                           interpolations.tobytes()))
+    return tuple(sorted(curves)) or None
 
 
 def timeline_json():

@@ -437,7 +437,7 @@ def fingerprint():
     and its data's (`animation_signature`), each mesh's counts and vertex positions, the scene's
     collections, the surface materials, the scene camera, the world and the timeline's range and
     frame rate (not the current frame: scrubbing is no edit, and Blender's undo keeps it)."""
-    from .animate import fcurves  # here: animate imports the tool table, which imports this module
+    from .animate import animation_signature  # here: animate imports the tools, which import this module
 
     scene = bpy.context.scene
     linked = {}
@@ -465,7 +465,7 @@ def fingerprint():
             "settings": data_signature(obj),
             "visibility": (obj.hide_get(), obj.hide_viewport, obj.hide_render),
             "selection": (obj.select_get(), obj == active),
-            "animation": animation_signature(obj, fcurves),
+            "animation": animation_signature(obj),
         }
     collections = {c.name: (tuple(sorted(ch.name for ch in c.children)), tuple(sorted(o.name for o in c.objects)))
                    for c in scene.collection.children_recursive}
@@ -484,25 +484,6 @@ def mesh_signature(mesh):
     coordinates = array.array("f", bytes(12 * count))
     mesh.vertices.foreach_get("co", coordinates)
     return signature + (zlib.crc32(coordinates),)
-
-
-def animation_signature(obj, fcurves):
-    """Every key of the object's F-curves and of its data's (a camera's lens, a light's energy):
-    per F-curve its owner, data path and index, and each key's frame, value and interpolation,
-    read in bulk (`foreach_get`) so that long animations stay cheap. None without keys."""
-    curves = []
-    for owner, block in (("object", obj), ("data", obj.data)):
-        if block is None or getattr(block, "animation_data", None) is None:
-            continue
-        for fc in fcurves(block):
-            points = fc.keyframe_points
-            count = len(points)
-            coordinates = array.array("f", bytes(8 * count))  # frame and value of every key
-            points.foreach_get("co", coordinates)
-            interpolations = array.array("i", bytes(4 * count))
-            points.foreach_get("interpolation", interpolations)
-            curves.append((owner, fc.data_path, fc.array_index, coordinates.tobytes(), interpolations.tobytes()))
-    return tuple(sorted(curves)) or None
 
 
 MODIFIER_SETTINGS = ("levels", "render_levels", "count", "width", "segments", "thickness", "show_viewport",
