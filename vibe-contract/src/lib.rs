@@ -92,7 +92,7 @@
 //! | `io` | blender-io 1.1.0 | 4: `file.save`, `file.open`, `file.import`, `file.export` (glTF, GLB, OBJ, FBX, STL, USD where the Blender has them) | yes |
 //! | `code` | blender-code 1.0.0 | 1: `python.exec` (with `code_exec`) | yes |
 //! | `look` | blender-look 1.0.0 | 4: `camera.set` (lens, sensor, clipping, projection, the scene camera), `object.aim`, `light.set` (type, power, colour, size, spot cone), `world.set` (background colour and strength) | no |
-//! | `animate` | blender-animate 1.0.0 | 3: `keyframe.set`, `timeline.set`, `animation.read` | no |
+//! | `animate` | blender-animate 1.1.0 | 3: `keyframe.set` (transforms, a camera's lens, a light's energy and colour), `timeline.set`, `animation.read` | no |
 //!
 //! blender-core 2.0.0 was blender-core 1.3.0 with `file.save`, `file.open` and `python.exec`
 //! moved to their packs; 3.0.0 drops `material.list` (every material and its inputs are in
@@ -101,7 +101,7 @@
 //! together. A host that names no packs gets 33 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:058c1eb5a41aa94889e54f22e5016c2600e7adb2474d345b46e9f102777cd3b2`
+//! `blender 3.0.0 = blake3:cb551a747ae15695812952bdbd831a5cf3b998944dcf2e28c3ed289e4f0ccb00`
 //!
 //! ## Performance
 //!

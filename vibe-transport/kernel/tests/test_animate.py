@@ -16,6 +16,7 @@ sys.path.insert(0, KERNEL_DIR)
 
 import bpy  # noqa: E402
 
+from vibe_kernel import lock, snapshot  # noqa: E402
 from vibe_kernel.animate import fcurves  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 from kernel_case import KernelCalls  # noqa: E402
@@ -152,6 +153,174 @@ class AnimateTest(KernelCalls, unittest.TestCase):
         self.refused("animation.read", "invalid_arguments", name="Cube", at_frame=1.5)
         self.assertEqual(self.ok("timeline.set", frame_start=300, frame_end=400),
                          {"frame_start": 300, "frame_end": 400, "fps": 24, "frame_current": 1})
+
+
+    # ------------------------------------------------------------ camera and light settings
+
+    def test_lens_keys_are_numbers_on_the_camera_data_and_evaluate_linearly(self):
+        out = self.ok("keyframe.set", name="Camera", property="lens", frames=[
+            key(1, 50, "LINEAR"), key(21, 100, "LINEAR")])
+        self.assertEqual(out, {"name": "Camera", "property": "lens",
+                               "keys": [key(1, 50.0, "LINEAR"), key(21, 100.0, "LINEAR")]})
+        camera = bpy.data.objects["Camera"]
+        # The keys are on the camera data-block's own action, not the object's.
+        self.assertIsNone(camera.animation_data)
+        self.assertEqual([(fc.data_path, fc.array_index) for fc in fcurves(camera.data)], [("lens", 0)])
+        read = self.ok("animation.read", name="Camera", at_frame=6)
+        # 50 + (100 - 50) * 5 / 20 = 62.5; at 12: 50 + 50 * 11 / 20 = 77.5.
+        self.assertEqual(read["evaluated"], {"lens": 62.5})
+        self.assertEqual(read["animation"], {"lens": [key(1, 50.0, "LINEAR"), key(21, 100.0, "LINEAR")]})
+        self.assertEqual(self.ok("animation.read", name="Camera", at_frame=12)["evaluated"], {"lens": 77.5})
+
+    def test_energy_and_colour_keys_on_the_light_data(self):
+        self.ok("keyframe.set", name="Light", property="energy", frames=[
+            key(1, 0, "LINEAR"), key(11, 1000, "LINEAR")])
+        out = self.ok("keyframe.set", name="Light", property="color", frames=[
+            key(1, [1, 0, 0], "LINEAR"), key(11, [0, 0.5, 1], "LINEAR")])
+        self.assertEqual(out["keys"], [key(1, [1.0, 0.0, 0.0], "LINEAR"), key(11, [0.0, 0.5, 1.0], "LINEAR")])
+        light = bpy.data.objects["Light"]
+        self.assertIsNone(light.animation_data)
+        self.assertEqual(sorted((fc.data_path, fc.array_index) for fc in fcurves(light.data)),
+                         [("color", 0), ("color", 1), ("color", 2), ("energy", 0)])
+        read = self.ok("animation.read", name="Light", at_frame=6)
+        # Halfway: energy 500; colour channel by channel 1 -> 0, 0 -> 0.5, 0 -> 1.
+        self.assertEqual(read["evaluated"], {"energy": 500.0, "color": [0.5, 0.25, 0.5]})
+        # At frame 4: 0 + 1000 * 3 / 10 = 300; red 1 - 0.3 = 0.7, green 0.5 * 0.3 = 0.15, blue 0.3.
+        read = self.ok("animation.read", name="Light", at_frame=4)
+        self.assertAlmostEqual(read["evaluated"]["energy"], 300.0, places=4)
+        for got, want in zip(read["evaluated"]["color"], [0.7, 0.15, 0.3]):
+            self.assertAlmostEqual(got, want, places=6)
+
+    def test_the_current_frame_poses_camera_and_light_settings(self):
+        self.ok("keyframe.set", name="Camera", property="lens", frames=[
+            key(1, 50, "LINEAR"), key(21, 100, "LINEAR")])
+        self.ok("keyframe.set", name="Light", property="energy", frames=[
+            key(1, 0, "LINEAR"), key(11, 1000, "LINEAR")])
+        self.ok("timeline.set", frame_current=6)
+        self.assertEqual(self.ok("object.info", name="Camera")["data"]["lens"], 62.5)
+        self.assertEqual(self.ok("object.info", name="Light")["data"]["energy"], 500.0)
+        self.assertEqual(self.ok("camera.set", name="Camera")["lens"], 62.5)
+        snap = {o["name"]: o for o in self.ok("scene.snapshot")["objects"]}
+        self.assertEqual(snap["Camera"]["animation"], {"lens": 2})
+        self.assertEqual(snap["Light"]["animation"], {"energy": 2})
+        self.assertEqual(snap["Camera"]["data"]["lens"], 62.5)
+        # Deleting a key poses again: lens from 50 at frame 1 alone.
+        self.ok("keyframe.set", name="Camera", property="lens", frames=[21], delete=True)
+        self.assertEqual(bpy.data.objects["Camera"].data.lens, 50.0)
+
+    def test_transform_and_data_keys_of_one_object_are_read_together(self):
+        self.ok("keyframe.set", name="Camera", property="location", frames=[key(1, [0, 0, 0], "CONSTANT")])
+        self.ok("keyframe.set", name="Camera", property="lens", frames=[key(1, 35, "CONSTANT")])
+        animation = self.ok("animation.read", name="Camera", at_frame=1)
+        self.assertEqual(set(animation["animation"]), {"location", "lens"})
+        self.assertEqual(animation["evaluated"], {"location": [0.0, 0.0, 0.0], "lens": 35.0})
+        camera = bpy.data.objects["Camera"]
+        self.assertEqual(sorted(fc.data_path for fc in fcurves(camera)), ["location"] * 3)
+        self.assertEqual([fc.data_path for fc in fcurves(camera.data)], ["lens"])
+        if bpy.app.version >= (4, 4, 0):
+            # Blender keys the data in the object's action, in a slot of the data's own.
+            self.assertEqual(camera.data.animation_data.action, camera.animation_data.action)
+            self.assertNotEqual(camera.data.animation_data.action_slot, camera.animation_data.action_slot)
+        else:
+            self.assertNotEqual(camera.data.animation_data.action, camera.animation_data.action)
+
+    def test_a_property_of_another_type_or_shape_is_refused(self):
+        error = self.refused("keyframe.set", "invalid_arguments", name="Light", property="lens",
+                             frames=[key(1, 50, "LINEAR")])
+        self.assertEqual(error["details"]["field"], "property")
+        self.assertIn("CAMERA", error["message"])
+        self.assertIn("LIGHT", error["message"])
+        error = self.refused("keyframe.set", "invalid_arguments", name="Cube", property="energy",
+                             frames=[key(1, 10, "LINEAR")])
+        self.assertIn("MESH", error["message"])
+        self.refused("keyframe.set", "invalid_arguments", name="Cube", property="color",
+                     frames=[key(1, [1, 1, 1], "LINEAR")])
+        for prop, value in (("lens", [50, 50, 50]), ("lens", 0.5), ("lens", 5001), ("lens", True),
+                            ("energy", -1), ("energy", [1]), ("energy", 1e6 + 1),
+                            ("color", 0.5), ("color", [1, 1]), ("color", [0.5, 1.5, 0]), ("color", [0, -0.1, 0])):
+            name = "Camera" if prop == "lens" else "Light"
+            error = self.refused("keyframe.set", "invalid_arguments", name=name, property=prop,
+                                 frames=[key(1, value, "LINEAR")])
+            self.assertEqual(error["details"]["field"], "frames", (prop, value))
+        # The bounds themselves are keys.
+        self.ok("keyframe.set", name="Camera", property="lens", frames=[key(1, 1, "LINEAR"), key(2, 5000, "LINEAR")])
+        self.ok("keyframe.set", name="Light", property="energy", frames=[key(1, 0, "LINEAR"), key(2, 1e6, "LINEAR")])
+        self.assertIsNone(bpy.data.objects["Cube"].animation_data)
+
+    def test_data_keys_are_deleted_like_transform_keys(self):
+        self.ok("keyframe.set", name="Light", property="color", frames=[
+            key(1, [1, 1, 1], "LINEAR"), key(11, [0, 0, 0], "LINEAR")])
+        self.refused("keyframe.set", "not_found", name="Light", property="color", frames=[5], delete=True)
+        out = self.ok("keyframe.set", name="Light", property="color", frames=[1, 11], delete=True)
+        self.assertEqual(out["keys"], [])
+        self.assertEqual(self.ok("animation.read", name="Light"), {"name": "Light", "animation": {}})
+        self.assertEqual(len(fcurves(bpy.data.objects["Light"].data)), 0)
+
+
+    def test_an_action_that_was_there_stays_the_persons(self):
+        camera = bpy.data.objects["Camera"]
+        camera.keyframe_insert("location", frame=1)  # the person's own key, their action
+        persons = camera.animation_data.action
+        self.ok("keyframe.set", name="Camera", property="lens", frames=[key(1, 35, "LINEAR")])
+        self.assertFalse(lock.is_agents(self.k, persons))
+        # A light without keys gets an action Blender makes for the agent's keys: the agent's.
+        self.ok("keyframe.set", name="Light", property="energy", frames=[key(1, 10, "LINEAR")])
+        self.assertTrue(lock.is_agents(self.k, bpy.data.objects["Light"].data.animation_data.action))
+
+
+    # ------------------------------------------------------------ the GUI's check for the person's changes
+
+    def test_the_change_fingerprint_sees_keys_and_the_timeline(self):
+        self.linear_location()
+        self.ok("keyframe.set", name="Light", property="energy", frames=[key(1, 10, "LINEAR")])
+        before = snapshot.fingerprint()
+        cube, light = bpy.data.objects["Cube"], bpy.data.objects["Light"]
+        # The person adds a key on the cube's scale, moves the light's energy key to frame 5 (the
+        # light's energy stays what it was: nothing but the key changed) and widens the range.
+        cube.keyframe_insert("scale", frame=30)
+        point = fcurves(light.data)[0].keyframe_points[0]
+        point.co = (5.0, point.co[1])
+        bpy.context.scene.frame_end = 300
+        changed = snapshot.differences(before, snapshot.fingerprint())
+        self.assertEqual(changed, [{"name": "Cube", "what": "keys changed"}, {"name": "Light", "what": "keys changed"},
+                                   {"name": "timeline", "what": "changed"}])
+
+    def test_a_key_value_interpolation_or_frame_rate_change_is_seen_and_scrubbing_is_not(self):
+        self.linear_location()
+        before = snapshot.fingerprint()
+        curve = [fc for fc in fcurves(bpy.data.objects["Cube"]) if fc.array_index == 2][0]
+        curve.keyframe_points[1].interpolation = "CONSTANT"
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()),
+                         [{"name": "Cube", "what": "keys changed"}])
+        curve.keyframe_points[1].interpolation = "LINEAR"
+        curve.keyframe_points[1].co = (11.0, -3.0)
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()),
+                         [{"name": "Cube", "what": "keys changed"}])
+        curve.keyframe_points[1].co = (11.0, -4.0)
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()), [])
+        bpy.context.scene.render.fps = 30
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()),
+                         [{"name": "timeline", "what": "changed"}])
+        bpy.context.scene.render.fps = 24
+        # A new current frame poses the cube (it moves) but is no change of the keys or the timeline.
+        bpy.context.scene.frame_set(6)
+        self.assertEqual(snapshot.differences(before, snapshot.fingerprint()), [{"name": "Cube", "what": "moved"}])
+
+    def test_a_rollback_names_the_keys_the_person_added(self):
+        original = snapshot.uses_undo
+        snapshot.uses_undo = lambda: True  # the GUI's path, headless (see test_undo.py)
+        self.addCleanup(setattr, snapshot, "uses_undo", original)
+        bpy.ops.ed.undo_push(message="Original")
+        self.ok("transaction.begin")
+        self.ok("keyframe.set", name="Camera", property="lens", frames=[key(1, 35, "LINEAR"), key(11, 70, "LINEAR")])
+        bpy.data.objects["Light"].data.keyframe_insert("energy", frame=4)  # the person's key
+        bpy.ops.ed.undo_push(message="Insert Keyframe")
+        error = self.refused("transaction.rollback", "contract_violation")
+        self.assertEqual(error["details"]["rule"], "human_edits")
+        self.assertEqual(error["details"]["changed"], [{"name": "Light", "what": "keys changed"}])
+        self.ok("transaction.rollback", force=True)
+        self.assertEqual(self.ok("animation.read", name="Camera")["animation"], {})
+        self.assertEqual(self.ok("animation.read", name="Light")["animation"], {})
 
 
 if __name__ == "__main__":

@@ -1,19 +1,30 @@
-"""The animate pack: keyframes on object transforms (keyframe.set), the scene's timeline
-(timeline.set) and an object's animation read back and evaluated (animation.read).
+"""The animate pack: keyframes on object transforms and on the look pack's camera and light
+settings (keyframe.set), the scene's timeline (timeline.set) and an object's animation read back
+and evaluated (animation.read).
 
-Blender keeps an object's keys in F-curves of its action, one F-curve per component (location
-x, y, z). Where the action keeps them depends on the version: Blender 4.4 and later have slotted
-actions (layers, strips and one channelbag per slot; 5.0 dropped the legacy `action.fcurves`),
-3.4 has `action.fcurves`. `fcurves` hides the difference.
+Blender keeps keys in F-curves of an action, one F-curve per component (location x, y, z). A
+transform's keys are in the object's action; a camera's `lens` and a light's `energy` and
+`color` live on the object's data (the camera or light data-block), whose own animation data
+holds them: an action of its own on 3.4 (`CameraAction`, `LightAction`), a slot of its own from
+4.4 (in the object's action when that has one: Blender keys it so). Their keys are read back
+under the same property names as the object's. Where an action keeps its F-curves depends on
+the version: Blender 4.4 and later have slotted actions (layers, strips and one channelbag per
+slot; 5.0 dropped the legacy `action.fcurves`), 3.4 has `action.fcurves`. `fcurves` hides the
+difference, for an object and a data-block alike.
 
-A key of this pack holds all three components at one frame. Keys are written with explicit
-interpolation and auto-clamped handles on F-curves with Blender's default smoothing (continuous
-acceleration), so a Bezier curve is the same whatever the person's preferences and on every
-version. After a change the scene is posed at its current frame (`frame_set`), as Blender does
-on a frame change: keyed properties take their animated values.
+A key of this pack holds all components at one frame: three for a vector (a list), one for a
+scalar such as `lens` (a number). Keys are written with explicit interpolation and auto-clamped
+handles on F-curves with Blender's default smoothing (continuous acceleration), so a Bezier
+curve is the same whatever the person's preferences and on every version. After a change the
+scene is posed at its current frame (`frame_set`), as Blender does on a frame change: keyed
+properties take their animated values, a camera's and a light's data included. Data shared by
+several objects shares its keys too, as in Blender.
 
 The property table (`PROPERTIES`) is the only list of what can be keyed (MockBlender has its
-twin); a camera's lens or a light's energy can join it with their component counts."""
+twin in mock/animation.rs), with each property's components, owner and bounds."""
+
+import array
+from collections import namedtuple
 
 import bpy
 
@@ -21,21 +32,34 @@ from . import lock
 from .envelope import Refusal, invalid
 from .tools import finite_float, req_str, resolve, scene, tool
 
-# What can be keyed: property (an object's data path) -> number of components.
-PROPERTIES = {"location": 3, "rotation_euler": 3, "scale": 3}
-INTERPOLATIONS = ("CONSTANT", "LINEAR", "BEZIER")
 MAX_FRAME = 1048574  # Blender's MAXFRAME: keys and the current frame within +-MAXFRAME
 MAX_KEYS = 256  # keys or frames in one keyframe.set call
 MAX_VALUE = 1.0e6
 MAX_FPS = 240
+INTERPOLATIONS = ("CONSTANT", "LINEAR", "BEZIER")
+
+# One keyable property: its number of components (1: a single number), the type of object whose
+# data holds it (None: the object itself), the bounds of every component, and the bounds in words.
+Keyable = namedtuple("Keyable", "size data_of low high bounds")
+
+# What can be keyed: property (a data path of the object or of its data) -> Keyable.
+PROPERTIES = {
+    "location": Keyable(3, None, -MAX_VALUE, MAX_VALUE, "within +-1e6"),
+    "rotation_euler": Keyable(3, None, -MAX_VALUE, MAX_VALUE, "within +-1e6"),
+    "scale": Keyable(3, None, -MAX_VALUE, MAX_VALUE, "within +-1e6"),
+    "lens": Keyable(1, "CAMERA", 1.0, 5000.0, "1 to 5000 (mm)"),
+    "energy": Keyable(1, "LIGHT", 0.0, MAX_VALUE, "0 to 1e6 (W)"),
+    "color": Keyable(3, "LIGHT", 0.0, 1.0, "0 to 1 per channel"),
+}
 
 
 # ---------------------------------------------------------------- F-curves on every version
 
-def fcurves(obj):
-    """The F-curves of the object's action (an empty list without one): the action slot's
-    channelbag on Blender 4.4 and later, `action.fcurves` before."""
-    anim = obj.animation_data
+def fcurves(block):
+    """The F-curves of the action of `block`, an object or a camera or light data-block (an
+    empty list without one): the action slot's channelbag on Blender 4.4 and later,
+    `action.fcurves` before."""
+    anim = block.animation_data
     if anim is None or anim.action is None:
         return []
     action = anim.action
@@ -46,7 +70,7 @@ def fcurves(obj):
 
 
 def channelbag(anim):
-    """The channelbag of the object's action slot (Blender 4.4+), or None."""
+    """The channelbag of the action slot of `anim` (Blender 4.4+), or None."""
     slot = getattr(anim, "action_slot", None)
     if slot is None:
         return None
@@ -58,9 +82,33 @@ def channelbag(anim):
     return None
 
 
+def applies(obj, prop):
+    """Whether `prop` can be keyed on `obj`: transforms on every object, data properties on
+    objects of their type."""
+    data_of = PROPERTIES[prop].data_of
+    return data_of is None or (obj.type == data_of and obj.data is not None)
+
+
+def owner(obj, prop):
+    """Where `prop` lives: the object, or its data (a camera's lens, a light's energy)."""
+    return obj if PROPERTIES[prop].data_of is None else obj.data
+
+
+def current(obj, prop):
+    """The property's value now, as a list of its components."""
+    value = getattr(owner(obj, prop), prop)
+    return [float(value)] if PROPERTIES[prop].size == 1 else [float(v) for v in value]
+
+
+def shaped(prop, components):
+    """A value as the tools answer it: a number for a scalar, a list for a vector."""
+    return components[0] if PROPERTIES[prop].size == 1 else components
+
+
 def component_curves(obj, prop):
     """The property's F-curves by component index ({} when it is not animated)."""
-    return {fc.array_index: fc for fc in fcurves(obj) if fc.data_path == prop and len(fc.keyframe_points)}
+    return {fc.array_index: fc for fc in fcurves(owner(obj, prop))
+            if fc.data_path == prop and len(fc.keyframe_points)}
 
 
 def point_at(fc, frame):
@@ -76,10 +124,11 @@ def keys_of(obj, prop):
     there, or the property's value when it has none. Keys at subframes read at the nearest frame."""
     curves = component_curves(obj, prop)
     frames = sorted({round(p.co[0]) for fc in curves.values() for p in fc.keyframe_points})
+    now = current(obj, prop) if frames else []
     keys = []
     for frame in frames:
         value, interpolation = [], None
-        for i in range(PROPERTIES[prop]):
+        for i in range(PROPERTIES[prop].size):
             fc = curves.get(i)
             point = point_at(fc, frame) if fc is not None else None
             if point is not None:
@@ -88,15 +137,27 @@ def keys_of(obj, prop):
             elif fc is not None:
                 value.append(float(fc.evaluate(frame)))
             else:
-                value.append(float(getattr(obj, prop)[i]))
-        keys.append({"frame": frame, "value": value, "interpolation": interpolation})
+                value.append(now[i])
+        keys.append({"frame": frame, "value": shaped(prop, value), "interpolation": interpolation})
     return keys
 
 
+def evaluated_at(obj, prop, frame):
+    """The property's value at `frame` as its F-curves evaluate (a component without one: its
+    value now)."""
+    curves = component_curves(obj, prop)
+    now = current(obj, prop)
+    return shaped(prop, [float(curves[i].evaluate(frame)) if i in curves else now[i]
+                         for i in range(PROPERTIES[prop].size)])
+
+
 def animation_of(obj):
-    """{property: keys} for every keyed property of the table."""
+    """{property: keys} for every keyed property of the table that applies to the object,
+    the object's own and its data's."""
     out = {}
     for prop in PROPERTIES:
+        if not applies(obj, prop):
+            continue
         keys = keys_of(obj, prop)
         if keys:
             out[prop] = keys
@@ -110,6 +171,27 @@ def with_summary(out, obj):
     if counts:
         out["animation"] = counts
     return out
+
+
+def animation_signature(obj):
+    """Every key of the object's F-curves and of its data's, for the GUI's check for the person's
+    changes (snapshot.fingerprint): per F-curve its owner, data path and index, and each key's
+    frame, value and interpolation, read in bulk (`foreach_get`) so that long animations stay
+    cheap. Any property's keys, not only this pack's. None without keys."""
+    curves = []
+    for owner_name, block in (("object", obj), ("data", obj.data)):
+        if block is None or getattr(block, "animation_data", None) is None:
+            continue
+        for fc in fcurves(block):
+            points = fc.keyframe_points
+            count = len(points)
+            coordinates = array.array("f", bytes(8 * count))  # frame and value of every key
+            points.foreach_get("co", coordinates)
+            interpolations = array.array("i", bytes(4 * count))
+            points.foreach_get("interpolation", interpolations)
+            curves.append((owner_name, fc.data_path, fc.array_index, coordinates.tobytes(),
+                           interpolations.tobytes()))
+    return tuple(sorted(curves)) or None
 
 
 def timeline_json():
@@ -132,10 +214,13 @@ def whole(field, value, low, high):
     return value
 
 
-def property_arg(params):
+def property_arg(params, obj):
     prop = req_str(params, "property")
     if prop not in PROPERTIES:
         raise invalid("property", "`property` must be one of %s" % ", ".join(PROPERTIES))
+    if not applies(obj, prop):
+        raise invalid("property", "`%s` applies to %s objects; %r is a %s object"
+                      % (prop, PROPERTIES[prop].data_of, obj.name, obj.type))
     return prop
 
 
@@ -146,17 +231,22 @@ def frames_arg(params):
     return frames
 
 
-def key_arg(entry, size):
-    """One key {frame, value, interpolation} checked."""
+def key_arg(entry, prop):
+    """One key {frame, value, interpolation} of `prop` checked: a number for a scalar, a list of
+    its components for a vector, every component within the property's bounds."""
+    spec = PROPERTIES[prop]
     if not isinstance(entry, dict) or set(entry) - {"frame", "value", "interpolation"}:
         raise invalid("frames", "each key must be {frame, value, interpolation}")
     frame = whole("frames", entry.get("frame"), -MAX_FRAME, MAX_FRAME)
     value = entry.get("value")
-    if not isinstance(value, list) or len(value) != size:
-        raise invalid("frames", "a key's `value` must be %d numbers" % size)
-    value = [finite_float("frames", v, "%d numbers" % size) for v in value]
-    if any(abs(v) > MAX_VALUE for v in value):
-        raise invalid("frames", "a key's values must be within +-%g" % MAX_VALUE)
+    shape = "a number" if spec.size == 1 else "%d numbers" % spec.size
+    if spec.size == 1:
+        value = [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if not isinstance(value, list) or len(value) != spec.size:
+        raise invalid("frames", "a key's `value` for %s must be %s" % (prop, shape))
+    value = [finite_float("frames", v, shape) for v in value]
+    if any(not spec.low <= v <= spec.high for v in value):
+        raise invalid("frames", "a key's `value` for %s must be %s" % (prop, spec.bounds))
     interpolation = entry.get("interpolation", "BEZIER")
     if interpolation not in INTERPOLATIONS:
         raise invalid("frames", "`interpolation` must be one of %s" % ", ".join(INTERPOLATIONS))
@@ -176,7 +266,7 @@ def no_repeats(frames):
 @tool("keyframe.set", keeps_structure=True)
 def keyframe_set(k, params):
     obj = resolve(k, "name", req_str(params, "name"))
-    prop = property_arg(params)
+    prop = property_arg(params, obj)
     delete = params.get("delete", False)
     if not isinstance(delete, bool):
         raise invalid("delete", "`delete` must be a boolean")
@@ -186,7 +276,7 @@ def keyframe_set(k, params):
         no_repeats(frames)
         delete_keys(obj, prop, frames)
     else:
-        keys = [key_arg(entry, PROPERTIES[prop]) for entry in entries]
+        keys = [key_arg(entry, prop) for entry in entries]
         no_repeats([frame for frame, _, _ in keys])
         insert_keys(k, obj, prop, keys)
     pose()
@@ -200,44 +290,50 @@ def delete_keys(obj, prop, frames):
         if frame not in have:
             raise Refusal("not_found", "%s has no %s key at frame %d" % (obj.name, prop, frame),
                           field="frames", name=obj.name, frame=frame)
-    owner = fcurves(obj)
+    curves = fcurves(owner(obj, prop))
     for fc in list(component_curves(obj, prop).values()):
         for frame in frames:
             point = point_at(fc, frame)
             if point is not None:
                 fc.keyframe_points.remove(point)
         if len(fc.keyframe_points) == 0:
-            owner.remove(fc)
+            curves.remove(fc)
         else:
             fc.update()
 
 
 def insert_keys(k, obj, prop, keys):
-    had_action = obj.animation_data is not None and obj.animation_data.action is not None
-    for i in range(PROPERTIES[prop]):
-        fc = component_curve(obj, prop, i, keys[0][0])
+    """Writes the keys; an action Blender made for them is recorded as the agent's. (From 4.4 on,
+    keying a camera's data reuses its object's action with a slot of its own, and the other way
+    round: an action that was there, the person's or the agent's, stays whose it was.)"""
+    block = owner(obj, prop)
+    before = {action.as_pointer() for action in bpy.data.actions}
+    for i in range(PROPERTIES[prop].size):
+        fc = component_curve(block, prop, i, keys[0][0])
         for frame, value, interpolation in keys:
             point = fc.keyframe_points.insert(frame, value[i])
             point.interpolation = interpolation
             point.handle_left_type = "AUTO_CLAMPED"
             point.handle_right_type = "AUTO_CLAMPED"
         fc.update()
-    if not had_action:
-        lock.mark_created(k, obj.animation_data.action, "action")
+    action = block.animation_data.action
+    if action.as_pointer() not in before:
+        lock.mark_created(k, action, "action")
 
 
-def component_curve(obj, prop, index, frame):
-    """The F-curve of component `index`, made when missing: `keyframe_insert` makes the action,
-    its slot and channelbag as this Blender does (its key at `frame` is replaced at once)."""
-    for fc in fcurves(obj):
+def component_curve(block, prop, index, frame):
+    """The F-curve of component `index` of `block` (an object or its data), made when missing:
+    `keyframe_insert` makes the action, its slot and channelbag as this Blender does (its key at
+    `frame` is replaced at once). A scalar's one F-curve is index 0, inserted with index -1."""
+    for fc in fcurves(block):
         if fc.data_path == prop and fc.array_index == index:
             return fc
-    obj.keyframe_insert(prop, index=index, frame=frame)
-    for fc in fcurves(obj):
+    block.keyframe_insert(prop, index=index if PROPERTIES[prop].size > 1 else -1, frame=frame)
+    for fc in fcurves(block):
         if fc.data_path == prop and fc.array_index == index:
             fc.auto_smoothing = "CONT_ACCEL"
             return fc
-    raise Refusal("execution_failed", "Blender made no F-curve for %s[%d] of %s" % (prop, index, obj.name),
+    raise Refusal("execution_failed", "Blender made no F-curve for %s[%d] of %s" % (prop, index, block.name),
                   field="property")
 
 
@@ -279,11 +375,6 @@ def animation_read(k, params):
         whole("at_frame", at, -MAX_FRAME, MAX_FRAME)
     out = {"name": obj.name, "animation": animation_of(obj)}
     if at is not None:
-        evaluated = {}
-        for prop in out["animation"]:
-            curves = component_curves(obj, prop)
-            evaluated[prop] = [float(curves[i].evaluate(at)) if i in curves else float(getattr(obj, prop)[i])
-                               for i in range(PROPERTIES[prop])]
         out["at_frame"] = at
-        out["evaluated"] = evaluated
+        out["evaluated"] = {prop: evaluated_at(obj, prop, at) for prop in out["animation"]}
     return out

@@ -433,9 +433,12 @@ def describe(changed, limit=5):
 def fingerprint():
     """The scene's content as the human would see it, cheap enough to take around every agent
     call in a GUI transaction (about 5 ms at 1000 objects): each object's type, data, transform,
-    parent, collections, modifiers, materials, visibility, selection and data settings, each
-    mesh's counts and vertex positions, the scene's collections, the surface materials, the scene
-    camera and the world."""
+    parent, collections, modifiers, materials, visibility, selection and data settings, its keys
+    and its data's (`animation_signature`), each mesh's counts and vertex positions, the scene's
+    collections, the surface materials, the scene camera, the world and the timeline's range and
+    frame rate (not the current frame: scrubbing is no edit, and Blender's undo keeps it)."""
+    from .animate import animation_signature  # here: animate imports the tools, which import this module
+
     scene = bpy.context.scene
     linked = {}
     for collection in [scene.collection] + list(scene.collection.children_recursive):
@@ -462,12 +465,14 @@ def fingerprint():
             "settings": data_signature(obj),
             "visibility": (obj.hide_get(), obj.hide_viewport, obj.hide_render),
             "selection": (obj.select_get(), obj == active),
+            "animation": animation_signature(obj),
         }
     collections = {c.name: (tuple(sorted(ch.name for ch in c.children)), tuple(sorted(o.name for o in c.objects)))
                    for c in scene.collection.children_recursive}
     materials = {m.name: material_signature(m) for m in bpy.data.materials if not m.is_grease_pencil}
     look = {"scene camera": scene.camera.name if scene.camera else None,
-            "world": world_signature(scene.world)}
+            "world": world_signature(scene.world),
+            "timeline": (scene.frame_start, scene.frame_end, scene.render.fps, scene.render.fps_base)}
     return {"objects": objects, "collections": collections, "materials": materials, "look": look}
 
 
@@ -526,12 +531,14 @@ OBJECT_CHANGES = (("type", "replaced"), ("data", "data replaced"), ("location", 
                   ("collections", "collections changed"), ("modifiers", "modifiers changed"),
                   ("materials", "materials changed"), ("geometry", "geometry edited"),
                   ("settings", "settings changed"), ("visibility", "hidden or shown"),
-                  ("selection", "selection changed"))
+                  ("selection", "selection changed"), ("animation", "keys changed"))
 
 
 def differences(old, new):
     """What changed from fingerprint `old` to `new`: [{"name", "what"}], objects first (added,
-    removed, or what changed about them), then collections and materials."""
+    removed, or what changed about them: "keys changed" for a key added, moved, removed or
+    retimed on it or its data), then collections and materials, then the scene camera, the world
+    and the timeline ("timeline": "changed")."""
     changed = []
     for name in sorted(set(old["objects"]) | set(new["objects"])):
         was, now = old["objects"].get(name), new["objects"].get(name)

@@ -1,5 +1,10 @@
-//! Keyframe animation in MockBlender's data model: keys on an object's properties, the scene's
-//! timeline, and F-curve evaluation with Blender's arithmetic.
+//! Keyframe animation in MockBlender's data model: keys on an object's properties (its
+//! transforms, a camera's lens, a light's energy and colour), the scene's timeline, and F-curve
+//! evaluation with Blender's arithmetic.
+//!
+//! Blender keeps a camera's or light's keys on its data-block's own action; the mock keeps them
+//! with the object's (in [`Object::animation`], under the same property names), which is the
+//! same thing while every object has its own data (the mock's cameras and lights do).
 //!
 //! Evaluation follows Blender's F-curves with constant extrapolation (before the first key its
 //! value, from the last key on its value, at a key exactly its value) and, between two keys, the
@@ -18,20 +23,37 @@
 //!   that is an extreme of its neighbours, so the formula is the curve there; a key on a slope
 //!   of a 3+-key curve has sloped handles, which this model does not compute (an approximation).
 
-use crate::mock::scene::Object;
+use crate::mock::scene::{Object, ObjectData, ObjectType};
 
-/// One property that can be keyed: its name (the object's data path), its number of
-/// components, and how to read and write it on a mock object. The single list of what can be
-/// keyed (the kernel's `PROPERTIES` is its twin); a camera's lens or a light's energy can join.
+/// One property that can be keyed: its name (the data path, on the object or on its data), its
+/// number of components (1: a scalar, a number on the wire), the type of object whose data holds
+/// it, the bounds of every component, and how to read and write it on a mock object. The single
+/// list of what can be keyed (the kernel's `PROPERTIES` is its twin).
 pub struct Property {
     /// The data path.
     pub name: &'static str,
     /// Number of components.
     pub components: usize,
-    /// The current value.
+    /// The type of object whose data holds it; `None` for the object's own transforms.
+    pub data_of: Option<ObjectType>,
+    /// The lowest value of a component.
+    pub low: f64,
+    /// The highest value of a component.
+    pub high: f64,
+    /// The bounds in words, as refusals name them.
+    pub bounds: &'static str,
+    /// The current value (empty on an object it does not apply to).
     pub get: fn(&Object) -> Vec<f32>,
-    /// Sets the value (posing).
+    /// Sets the value (posing); nothing on an object it does not apply to.
     pub set: fn(&mut Object, &[f32]),
+}
+
+impl Property {
+    /// Whether it can be keyed on `object`: transforms on every object, data properties on
+    /// objects of their type.
+    pub fn applies(&self, object: &Object) -> bool {
+        self.data_of.is_none_or(|kind| kind == object.kind)
+    }
 }
 
 fn set3(target: &mut [f32; 3], value: &[f32]) {
@@ -40,25 +62,91 @@ fn set3(target: &mut [f32; 3], value: &[f32]) {
     }
 }
 
+/// The bound of transform values.
+const TRANSFORM_BOUND: f64 = 1.0e6;
+
 /// What can be keyed.
-pub const PROPERTIES: [Property; 3] = [
+pub const PROPERTIES: [Property; 6] = [
     Property {
         name: "location",
         components: 3,
+        data_of: None,
+        low: -TRANSFORM_BOUND,
+        high: TRANSFORM_BOUND,
+        bounds: "within +-1e6",
         get: |o| o.location.to_vec(),
         set: |o, v| set3(&mut o.location, v),
     },
     Property {
         name: "rotation_euler",
         components: 3,
+        data_of: None,
+        low: -TRANSFORM_BOUND,
+        high: TRANSFORM_BOUND,
+        bounds: "within +-1e6",
         get: |o| o.rotation.to_vec(),
         set: |o, v| set3(&mut o.rotation, v),
     },
     Property {
         name: "scale",
         components: 3,
+        data_of: None,
+        low: -TRANSFORM_BOUND,
+        high: TRANSFORM_BOUND,
+        bounds: "within +-1e6",
         get: |o| o.scale.to_vec(),
         set: |o, v| set3(&mut o.scale, v),
+    },
+    Property {
+        name: "lens",
+        components: 1,
+        data_of: Some(ObjectType::Camera),
+        low: 1.0,
+        high: 5000.0,
+        bounds: "1 to 5000 (mm)",
+        get: |o| match &o.data {
+            ObjectData::Camera(c) => vec![c.lens],
+            _ => Vec::new(),
+        },
+        set: |o, v| {
+            if let (ObjectData::Camera(c), Some(lens)) = (&mut o.data, v.first()) {
+                c.lens = *lens;
+            }
+        },
+    },
+    Property {
+        name: "energy",
+        components: 1,
+        data_of: Some(ObjectType::Light),
+        low: 0.0,
+        high: 1.0e6,
+        bounds: "0 to 1e6 (W)",
+        get: |o| match &o.data {
+            ObjectData::Light(l) => vec![l.energy],
+            _ => Vec::new(),
+        },
+        set: |o, v| {
+            if let (ObjectData::Light(l), Some(energy)) = (&mut o.data, v.first()) {
+                l.energy = *energy;
+            }
+        },
+    },
+    Property {
+        name: "color",
+        components: 3,
+        data_of: Some(ObjectType::Light),
+        low: 0.0,
+        high: 1.0,
+        bounds: "0 to 1 per channel",
+        get: |o| match &o.data {
+            ObjectData::Light(l) => l.color.to_vec(),
+            _ => Vec::new(),
+        },
+        set: |o, v| {
+            if let ObjectData::Light(l) = &mut o.data {
+                set3(&mut l.color, v);
+            }
+        },
     },
 ];
 

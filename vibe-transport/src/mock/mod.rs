@@ -10,8 +10,10 @@
 //! edits ([`CameraData`], [`LightData`], [`World`], the scene camera), with the values of
 //! Blender's factory scene and of new data-blocks. Faults are injected by a seeded [`FaultPlan`].
 //!
-//! The animate pack's keys live on each [`Object`] (by property, see [`PROPERTIES`]) and the
-//! [`Timeline`] on the [`Scene`]; setting the current frame poses animated objects. CONSTANT
+//! The animate pack's keys live on each [`Object`] (by property, see [`PROPERTIES`]: its
+//! transforms, a camera's lens, a light's energy and colour, which Blender keeps on the
+//! camera's or light's data) and the [`Timeline`] on the [`Scene`]; setting the current frame
+//! poses animated objects, their camera and light settings included. CONSTANT
 //! and LINEAR keys evaluate bit for bit as Blender does; BEZIER is exact to the scenarios'
 //! rounding where a key's auto-clamped handles are flat (see `animation.rs`).
 //!

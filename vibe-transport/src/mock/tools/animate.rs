@@ -1,5 +1,7 @@
 //! The animate pack: `keyframe.set`, `timeline.set` and `animation.read` (the kernel's
-//! `animate.py`). The keys and their evaluation are in `mock/animation.rs`.
+//! `animate.py`). The keys, what can be keyed and their evaluation are in `mock/animation.rs`.
+//! A scalar property (a camera's `lens`, a light's `energy`) takes and answers its values as
+//! numbers, a vector as lists.
 
 use std::collections::BTreeMap;
 
@@ -17,8 +19,6 @@ use crate::mock::scene::Object;
 const MAX_FRAME: i64 = 1_048_574;
 /// Keys or frames in one `keyframe.set` call.
 const MAX_KEYS: usize = 256;
-/// The largest key value.
-const MAX_VALUE: f64 = 1.0e6;
 /// The highest frame rate.
 const MAX_FPS: i64 = 240;
 
@@ -40,19 +40,33 @@ fn frame_of(field: &str, value: Option<&Value>) -> Result<i32, ErrorBody> {
     whole(field, value, -MAX_FRAME, MAX_FRAME).map(|n| n as i32)
 }
 
-fn property_arg(params: &Value) -> Result<&'static Property, ErrorBody> {
+fn property_arg(params: &Value, object: &Object) -> Result<&'static Property, ErrorBody> {
     let name = req_str(params, "property")?;
-    property(name).ok_or_else(|| {
+    let property = property(name).ok_or_else(|| {
         let names: Vec<&str> = PROPERTIES.iter().map(|p| p.name).collect();
         invalid(
             "property",
             format!("`property` must be one of {}", names.join(", ")),
         )
-    })
+    })?;
+    match property.data_of {
+        Some(kind) if !property.applies(object) => Err(invalid(
+            "property",
+            format!(
+                "`{name}` applies to {} objects; {:?} is a {} object",
+                kind.as_str(),
+                object.name,
+                object.kind.as_str()
+            ),
+        )),
+        _ => Ok(property),
+    }
 }
 
-/// One key `{frame, value, interpolation}` checked.
-fn key_arg(entry: &Value, size: usize) -> Result<Key, ErrorBody> {
+/// One key `{frame, value, interpolation}` of `property` checked: a number for a scalar, a list
+/// of its components for a vector, every component within the property's bounds.
+fn key_arg(entry: &Value, property: &Property) -> Result<Key, ErrorBody> {
+    let (prop, size) = (property.name, property.components);
     let fields = entry
         .as_object()
         .filter(|o| {
@@ -61,23 +75,38 @@ fn key_arg(entry: &Value, size: usize) -> Result<Key, ErrorBody> {
         })
         .ok_or_else(|| invalid("frames", "each key must be {frame, value, interpolation}"))?;
     let frame = frame_of("frames", fields.get("frame"))?;
-    let items = fields
-        .get("value")
-        .and_then(Value::as_array)
-        .filter(|a| a.len() == size)
-        .ok_or_else(|| invalid("frames", format!("a key's `value` must be {size} numbers")))?;
+    let shape = if size == 1 {
+        "a number".to_owned()
+    } else {
+        format!("{size} numbers")
+    };
+    let given = fields.get("value");
+    let items: Option<Vec<&Value>> = if size == 1 {
+        given.filter(|v| v.is_number()).map(|v| vec![v])
+    } else {
+        given.and_then(Value::as_array).map(|a| a.iter().collect())
+    };
+    let items = items.filter(|a| a.len() == size).ok_or_else(|| {
+        invalid(
+            "frames",
+            format!("a key's `value` for {prop} must be {shape}"),
+        )
+    })?;
     let mut value = Vec::with_capacity(size);
     for item in items {
         let v = item
             .as_f64()
             .filter(|f| f.is_finite())
-            .ok_or_else(|| invalid("frames", format!("`frames` must be {size} numbers")))?;
+            .ok_or_else(|| invalid("frames", format!("`frames` must be {shape}")))?;
         value.push(v);
     }
-    if value.iter().any(|v| v.abs() > MAX_VALUE) {
+    if value
+        .iter()
+        .any(|v| !(property.low..=property.high).contains(v))
+    {
         return Err(invalid(
             "frames",
-            format!("a key's values must be within +-{MAX_VALUE}"),
+            format!("a key's `value` for {prop} must be {}", property.bounds),
         ));
     }
     let interpolation = match fields.get("interpolation") {
@@ -106,13 +135,21 @@ fn no_repeats(frames: impl IntoIterator<Item = i32>) -> Result<(), ErrorBody> {
     Ok(())
 }
 
+/// A value as the tools answer it: a number for a scalar (one component), a list for a vector.
+fn value_json(value: &[f32]) -> Value {
+    match value {
+        [scalar] => json!(f64::from(*scalar)),
+        _ => json!(value.iter().map(|v| f64::from(*v)).collect::<Vec<_>>()),
+    }
+}
+
 fn keys_json(keys: &[Key]) -> Value {
     Value::Array(
         keys.iter()
             .map(|k| {
                 json!({
                     "frame": k.frame,
-                    "value": k.value.iter().map(|v| f64::from(*v)).collect::<Vec<_>>(),
+                    "value": value_json(&k.value),
                     "interpolation": k.interpolation.as_str(),
                 })
             })
@@ -166,7 +203,7 @@ impl MockBlender {
 
     pub(super) fn keyframe_set(&mut self, params: &Value) -> ToolResult {
         let name = self.resolve("name", req_str(params, "name")?)?;
-        let property = property_arg(params)?;
+        let property = property_arg(params, &self.scene.objects[&name])?;
         let delete = match params.get("delete") {
             None => false,
             Some(v) => v
@@ -193,7 +230,7 @@ impl MockBlender {
         } else {
             let keys = entries
                 .iter()
-                .map(|entry| key_arg(entry, property.components))
+                .map(|entry| key_arg(entry, property))
                 .collect::<Result<Vec<Key>, ErrorBody>>()?;
             no_repeats(keys.iter().map(|k| k.frame))?;
             let object = self.scene.objects.get_mut(&name).expect("resolved");
@@ -302,14 +339,142 @@ impl MockBlender {
             let evaluated: Map<String, Value> = object
                 .animation
                 .iter()
-                .map(|(prop, keys)| {
-                    let values: Vec<f64> = evaluate(keys, at).into_iter().map(f64::from).collect();
-                    (prop.clone(), json!(values))
-                })
+                .map(|(prop, keys)| (prop.clone(), value_json(&evaluate(keys, at))))
                 .collect();
             out["at_frame"] = json!(at);
             out["evaluated"] = Value::Object(evaluated);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use vibe_errors::{Envelope, ErrorBody, ErrorCode};
+
+    use crate::mock::MockBlender;
+
+    fn ok(mock: &mut MockBlender, tool: &str, params: Value) -> Value {
+        match mock.execute(tool, &params) {
+            Envelope::Ok(result) => result,
+            Envelope::Err(e) => panic!("{tool} {params}: {e}"),
+        }
+    }
+
+    fn refused(mock: &mut MockBlender, tool: &str, params: Value) -> ErrorBody {
+        match mock.execute(tool, &params) {
+            Envelope::Err(e) => e,
+            Envelope::Ok(result) => panic!("{tool} {params} succeeded: {result}"),
+        }
+    }
+
+    fn linear(frame: i32, value: Value) -> Value {
+        json!({"frame": frame, "value": value, "interpolation": "LINEAR"})
+    }
+
+    #[test]
+    fn lens_keys_are_numbers_and_evaluate_linearly() {
+        let mut mock = MockBlender::new();
+        let out = ok(
+            &mut mock,
+            "keyframe.set",
+            json!({"name": "Camera", "property": "lens", "frames": [linear(1, json!(50)), linear(21, json!(100))]}),
+        );
+        assert_eq!(
+            out["keys"],
+            json!([linear(1, json!(50.0)), linear(21, json!(100.0))])
+        );
+        // 50 + 50 * 5 / 20 and 50 + 50 * 11 / 20, by hand.
+        let read = ok(
+            &mut mock,
+            "animation.read",
+            json!({"name": "Camera", "at_frame": 6}),
+        );
+        assert_eq!(read["evaluated"], json!({"lens": 62.5}));
+        let read = ok(
+            &mut mock,
+            "animation.read",
+            json!({"name": "Camera", "at_frame": 12}),
+        );
+        assert_eq!(read["evaluated"], json!({"lens": 77.5}));
+    }
+
+    #[test]
+    fn the_current_frame_poses_energy_and_colour() {
+        let mut mock = MockBlender::new();
+        ok(
+            &mut mock,
+            "keyframe.set",
+            json!({"name": "Light", "property": "energy", "frames": [linear(1, json!(0)), linear(11, json!(1000))]}),
+        );
+        ok(
+            &mut mock,
+            "keyframe.set",
+            json!({"name": "Light", "property": "color", "frames": [linear(1, json!([1, 0, 0])), linear(11, json!([0, 0.5, 1]))]}),
+        );
+        ok(&mut mock, "timeline.set", json!({"frame_current": 6}));
+        let info = ok(&mut mock, "object.info", json!({"name": "Light"}));
+        // Halfway: 500 W; red 1 -> 0, green 0 -> 0.5, blue 0 -> 1.
+        assert_eq!(info["data"]["energy"], json!(500.0));
+        assert_eq!(info["data"]["color"], json!([0.5, 0.25, 0.5]));
+        let snapshot = ok(&mut mock, "scene.snapshot", json!({}));
+        let light = snapshot["objects"]
+            .as_array()
+            .and_then(|objects| objects.iter().find(|o| o["name"] == "Light"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(light["animation"], json!({"color": 2, "energy": 2}));
+    }
+
+    #[test]
+    fn a_property_of_another_type_or_shape_is_refused() {
+        let mut mock = MockBlender::new();
+        let e = refused(
+            &mut mock,
+            "keyframe.set",
+            json!({"name": "Light", "property": "lens", "frames": [linear(1, json!(50))]}),
+        );
+        assert_eq!(e.code, ErrorCode::InvalidArguments);
+        assert_eq!(e.details["field"], "property");
+        assert!(
+            e.message.contains("CAMERA") && e.message.contains("LIGHT"),
+            "{e}"
+        );
+        let e = refused(
+            &mut mock,
+            "keyframe.set",
+            json!({"name": "Cube", "property": "energy", "frames": [linear(1, json!(10))]}),
+        );
+        assert!(e.message.contains("MESH"), "{e}");
+        for (name, property, value) in [
+            ("Camera", "lens", json!([50, 50, 50])),
+            ("Camera", "lens", json!(0.5)),
+            ("Camera", "lens", json!(5001)),
+            ("Camera", "lens", json!(true)),
+            ("Light", "energy", json!(-1)),
+            ("Light", "energy", json!([1])),
+            ("Light", "energy", json!(1_000_001)),
+            ("Light", "color", json!(0.5)),
+            ("Light", "color", json!([1, 1])),
+            ("Light", "color", json!([0.5, 1.5, 0])),
+            ("Cube", "location", json!(1)),
+        ] {
+            let e = refused(
+                &mut mock,
+                "keyframe.set",
+                json!({"name": name, "property": property, "frames": [linear(1, value.clone())]}),
+            );
+            assert_eq!(e.details["field"], "frames", "{property} {value}");
+        }
+        for name in ["Camera", "Cube", "Light"] {
+            assert!(mock.scene().objects[name].animation.is_empty());
+        }
+        // The bounds themselves are keys.
+        ok(
+            &mut mock,
+            "keyframe.set",
+            json!({"name": "Camera", "property": "lens", "frames": [linear(1, json!(1)), linear(2, json!(5000))]}),
+        );
     }
 }
