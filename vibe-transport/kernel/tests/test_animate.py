@@ -268,6 +268,22 @@ class AnimateTest(KernelCalls, unittest.TestCase):
         self.assertTrue(lock.is_agents(self.k, bpy.data.objects["Light"].data.animation_data.action))
 
 
+    def test_the_persons_keys_are_never_deleted(self):
+        cube = bpy.data.objects["Cube"]
+        cube.keyframe_insert("location", frame=1)  # the person's own animation
+        cube.keyframe_insert("location", frame=10)
+        persons = cube.animation_data.action
+        error = self.refused("keyframe.set", "contract_violation", name="Cube", property="location",
+                             delete=True, frames=[10])
+        self.assertEqual((error["details"]["reason"], error["details"]["rule"], error["details"]["name"]),
+                         ("actuator_lock", "remove", persons.name))
+        self.assertEqual([key["frame"] for key in self.ok("animation.read", name="Cube")["animation"]["location"]],
+                         [1, 10])
+        # Setting a key at their frame is an edit, allowed; the agent's own keys may go again.
+        self.ok("keyframe.set", name="Cube", property="location", frames=[key(10, [0, 0, 3], "LINEAR")])
+        self.ok("keyframe.set", name="Light", property="energy", frames=[key(1, 10, "LINEAR"), key(5, 20, "LINEAR")])
+        self.ok("keyframe.set", name="Light", property="energy", delete=True, frames=[5])
+
     # ------------------------------------------------------------ the GUI's check for the person's changes
 
     def test_the_change_fingerprint_sees_keys_and_the_timeline(self):

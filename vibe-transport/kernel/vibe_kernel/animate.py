@@ -274,7 +274,7 @@ def keyframe_set(k, params):
     if delete:
         frames = [whole("frames", f, -MAX_FRAME, MAX_FRAME) for f in entries]
         no_repeats(frames)
-        delete_keys(obj, prop, frames)
+        delete_keys(k, obj, prop, frames)
     else:
         keys = [key_arg(entry, prop) for entry in entries]
         no_repeats([frame for frame, _, _ in keys])
@@ -283,13 +283,21 @@ def keyframe_set(k, params):
     return {"name": obj.name, "property": prop, "keys": keys_of(obj, prop)}
 
 
-def delete_keys(obj, prop, frames):
-    """Deletes the keys at `frames` after checking each has one; an F-curve left empty goes."""
+def delete_keys(k, obj, prop, frames):
+    """Deletes the keys at `frames` after checking each has one and that they are the agent's (in
+    an action the agent made: a person's keys are their animation, which the actuator lock keeps,
+    as it keeps their modifiers); an F-curve left empty goes."""
     have = {key["frame"] for key in keys_of(obj, prop)}
     for frame in frames:
         if frame not in have:
             raise Refusal("not_found", "%s has no %s key at frame %d" % (obj.name, prop, frame),
                           field="frames", name=obj.name, frame=frame)
+    action = owner(obj, prop).animation_data.action
+    if not lock.is_agents(k, action):
+        raise Refusal("contract_violation", 'security block: the %s keys of "%s" are in action "%s", which the agent '
+                      "did not make in this session; deleting them would take away the person's animation "
+                      "(a key may be set again at that frame instead)" % (prop, obj.name, action.name),
+                      reason="actuator_lock", rule="remove", kind="action", name=action.name, field="frames")
     curves = fcurves(owner(obj, prop))
     for fc in list(component_curves(obj, prop).values()):
         for frame in frames:
