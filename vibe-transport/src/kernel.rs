@@ -219,6 +219,14 @@ pub const KERNEL_FILES: [(&str, &str); 33] = [
         "vibe_kernel/exchange.py",
         include_str!("../kernel/vibe_kernel/exchange.py"),
     ),
+    (
+        "vibe_kernel/import_refs.py",
+        include_str!("../kernel/vibe_kernel/import_refs.py"),
+    ),
+    (
+        "vibe_kernel/import_guard.py",
+        include_str!("../kernel/vibe_kernel/import_guard.py"),
+    ),
 ];
 
 /// Writes the kernel into `dir` (created if needed) and returns the path of `run_kernel.py`.
