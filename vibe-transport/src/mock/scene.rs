@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-pub use super::look_data::{CameraData, LightData, World};
 use super::animation::{Key, Timeline};
+pub use super::look_data::{CameraData, LightData, World};
 
 /// The name of every scene's master collection.
 pub const MASTER_COLLECTION: &str = "Scene Collection";

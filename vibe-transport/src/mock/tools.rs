@@ -8,8 +8,8 @@
 //! `lock.rs`.
 
 mod agent_code;
-mod look;
 mod animate;
+mod look;
 mod materials;
 mod objects;
 mod reads;
