@@ -17,8 +17,8 @@ import os
 
 import bpy
 
+from . import files
 from .envelope import Refusal
-from .files import is_human_only
 from .state import inside
 
 # The bpy.data collections whose blocks name a file on disk.
@@ -92,7 +92,7 @@ def outside(k, path):
             continue
         if not inside(root, resolved) or resolved == root:
             return "resolves outside the sandbox"
-        if any(is_human_only(p) for p in os.path.relpath(resolved, root).split(os.sep)):
+        if any(files.is_human_only(p) for p in os.path.relpath(resolved, root).split(os.sep)):
             return "resolves into HUMAN_ONLY, which is for people only"
     return None
 

@@ -23,9 +23,8 @@ import re
 import struct
 from urllib.parse import unquote
 
-from . import confine
+from . import confine, files
 from .envelope import Refusal
-from .files import is_human_only
 from .state import inside
 
 # How many files one import may lead the check through (an OBJ and its MTLs, a USD layer stack).
@@ -73,7 +72,7 @@ def check_reference(k, relative, folder, reference, decode=False):
                 raise refusal(relative, reference, "resolves into a project root")
             if candidate == root or not inside(root, candidate):
                 raise refusal(relative, reference, "resolves outside the sandbox")
-            if any(is_human_only(p) for p in os.path.relpath(candidate, root).split(os.sep)):
+            if any(files.is_human_only(p) for p in os.path.relpath(candidate, root).split(os.sep)):
                 raise refusal(relative, reference, "resolves into HUMAN_ONLY, which is for people only")
         if form == reference:
             resolved = os.path.realpath(joined)
