@@ -281,6 +281,21 @@ class ImportReferencesTest(KernelCalls, unittest.TestCase):
         self.addCleanup(lambda: (confine.STATE.clear(), confine.STATE.update(saved)))
         self.assertTrue(self.ok("file.import", path="box.usd")["objects"])
 
+    def test_the_limits_are_refused_not_read_in_part(self):
+        self.need("usd")
+        # MAX_FILES: a chain of layers one longer than the check follows.
+        for n in range(import_refs.MAX_FILES + 1):
+            self.write("chain/%d.usda" % n, '#usda 1.0\n(\n    subLayers = [@./%d.usda@]\n)\n' % (n + 1))
+        self.write("chain/%d.usda" % (import_refs.MAX_FILES + 1), USD_TRIANGLE)
+        self.assertIn("past the %d files" % import_refs.MAX_FILES, self.refused_cleanly("chain/0.usda")["message"])
+        if "gltf" in exchange.available_formats():
+            # MAX_JSON_BYTES, made small for the test: a document above it is not parsed in part.
+            original = import_refs.MAX_JSON_BYTES
+            import_refs.MAX_JSON_BYTES = 100
+            self.addCleanup(setattr, import_refs, "MAX_JSON_BYTES", original)
+            error = self.refused_cleanly(self.write("big.gltf", json.dumps(gltf_document("secret.bin"))))
+            self.assertIn("larger than the 100 bytes", error["message"])
+
     # ------------------------------------------------------------ FBX (the check after the import)
 
     def fbx_naming(self, image_path, relative):

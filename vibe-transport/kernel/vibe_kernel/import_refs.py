@@ -24,13 +24,14 @@ import struct
 from urllib.parse import unquote
 
 from . import confine, files
-from .envelope import Refusal
+from .envelope import Refusal, invalid
 from .state import inside
 
 # How many files one import may lead the check through (an OBJ and its MTLs, a USD layer stack).
 MAX_FILES = 64
-# Bytes of one text file the check reads; a bigger one is refused rather than read in part.
-MAX_TEXT_BYTES = 64 * 1024 * 1024
+# Bytes of glTF JSON the check parses (embedded data: URIs make it large); a bigger document is
+# refused rather than read in part. OBJ, MTL and USD text are read line by line, of any size.
+MAX_JSON_BYTES = 256 * 1024 * 1024
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 USD_ASSET = re.compile(r"@@@(.*?)@@@|@([^@\n]*)@")
 MTL_MAP_KEYS = ("bump", "disp", "decal", "norm", "refl")
@@ -79,12 +80,18 @@ def check_reference(k, relative, folder, reference, decode=False):
     return resolved
 
 
-def read_text(relative, path):
-    if os.path.getsize(path) > MAX_TEXT_BYTES:
+def read_json_text(relative, path):
+    if os.path.getsize(path) > MAX_JSON_BYTES:
         raise refusal(relative, os.path.basename(path), "is larger than the %d bytes the reference check reads"
-                      % MAX_TEXT_BYTES)
+                      % MAX_JSON_BYTES)
     with open(path, "rb") as f:
         return f.read().decode("utf-8", errors="replace")
+
+
+def lines(path):
+    """The lines of a text file, read as it goes (undecodable bytes replaced)."""
+    with open(path, "r", encoding="utf-8", errors="replace") as f:
+        yield from f
 
 
 # ---------------------------------------------------------------- glTF
@@ -107,16 +114,18 @@ def glb_json(relative, path):
     with open(path, "rb") as f:
         head = f.read(20)
         if len(head) < 20 or head[:4] != b"glTF":
-            raise refusal(relative, relative, "is not a binary glTF (no glTF header)")
+            raise invalid("path", "%r is not a binary glTF (no glTF header)" % relative)
         length, kind = struct.unpack("<I4s", head[12:20])
-        if kind != b"JSON" or length > MAX_TEXT_BYTES:
-            raise refusal(relative, relative, "has no readable JSON chunk first")
+        if kind != b"JSON":
+            raise invalid("path", "%r does not start with a JSON chunk" % relative)
+        if length > MAX_JSON_BYTES:
+            raise refusal(relative, relative, "has a JSON chunk larger than the %d bytes the reference check reads"
+                          % MAX_JSON_BYTES)
         return f.read(length).decode("utf-8", errors="replace")
 
 
 def check_gltf(k, relative, path, binary):
-    from .envelope import invalid
-    text = glb_json(relative, path) if binary else read_text(relative, path)
+    text = glb_json(relative, path) if binary else read_json_text(relative, path)
     try:
         document = json.loads(text)
     except ValueError as e:
@@ -137,7 +146,7 @@ def tails(words):
 def check_obj(k, relative, path):
     folder = os.path.dirname(path)
     libraries = []
-    for line in read_text(relative, path).splitlines():
+    for line in lines(path):
         words = line.split()
         if len(words) > 1 and words[0] == "mtllib":
             for name in set(tails(words[1:]) + words[1:]):
@@ -152,7 +161,7 @@ def check_obj(k, relative, path):
         seen.add(library)
         if len(seen) > MAX_FILES:
             raise refusal(relative, os.path.basename(library), "is past the %d files the check follows" % MAX_FILES)
-        for line in read_text(relative, library).splitlines():
+        for line in lines(library):
             words = line.split()
             if len(words) > 1 and (words[0].lower().startswith("map_") or words[0].lower() in MTL_MAP_KEYS):
                 for name in tails(words[1:]):
@@ -193,13 +202,14 @@ def check_usd(k, relative, path):
             raise refusal(relative, os.path.relpath(layer, os.path.realpath(k.state.sandbox)),
                           "is binary USD, whose references this kernel cannot read; it is imported only on a "
                           "kernel in the jail (or write it as .usda)")
-        for match in USD_ASSET.finditer(read_text(relative, layer)):
-            reference = match.group(1) if match.group(1) is not None else match.group(2)
-            if not reference:
-                continue
-            target = check_reference(k, relative, os.path.dirname(layer), reference)
-            if os.path.isfile(target) and target.lower().endswith((".usd", ".usda", ".usdc", ".usdz")):
-                pending.append(target)
+        for line in lines(layer):
+            for match in USD_ASSET.finditer(line):
+                reference = match.group(1) if match.group(1) is not None else match.group(2)
+                if not reference:
+                    continue
+                target = check_reference(k, relative, os.path.dirname(layer), reference)
+                if os.path.isfile(target) and target.lower().endswith((".usd", ".usda", ".usdc", ".usdz")):
+                    pending.append(target)
 
 
 def check(k, relative, path, fmt):
