@@ -150,7 +150,7 @@ def check_obj(k, relative, path):
         words = line.split()
         if len(words) > 1 and words[0] == "mtllib":
             for name in set(tails(words[1:]) + words[1:]):
-                libraries.append(check_reference(k, relative, folder, name))
+                libraries.append(check_texture(k, relative, folder, name))
     default = os.path.splitext(path)[0] + ".mtl"  # read by some importers without an mtllib
     if os.path.isfile(default):
         libraries.append(check_reference(k, relative, folder, os.path.basename(default)))
@@ -169,13 +169,15 @@ def check_obj(k, relative, path):
 
 
 def check_texture(k, relative, folder, name):
-    """A texture an MTL names: Blender's OBJ importer tries the name as given first (a relative
-    name then means the kernel's working folder), then beside the MTL. Beside the MTL it must be
-    inside; in the working folder it must be inside wherever a file by that name exists there."""
-    check_reference(k, relative, folder, name)
+    """A file an OBJ or MTL names: Blender's OBJ importer tries a texture's name as given first (a
+    relative name then means the kernel's working folder), then beside the MTL. Beside the file
+    naming it, it must be inside; in the working folder it must be inside wherever a file by that
+    name exists there (checked for material libraries too). Returns the path beside."""
+    resolved = check_reference(k, relative, folder, name)
     for form in forms(name, False):
         if os.path.exists(form):
             check_reference(k, relative, os.getcwd(), form)
+    return resolved
 
 
 # ---------------------------------------------------------------- USD
