@@ -101,7 +101,7 @@
 //! together. A host that names no packs gets 33 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:3648e789dd596a38554177a3b2de8e7d9016235e41e16a0b5e527182a7896b5a`
+//! `blender 3.0.0 = blake3:104b0ba1c38bde260ac2b5c780a894765317577b34f7085e2b53f2320a8276ad`
 //!
 //! ## Performance
 //!

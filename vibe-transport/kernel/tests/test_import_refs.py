@@ -201,7 +201,8 @@ class ImportReferencesTest(KernelCalls, unittest.TestCase):
     def test_an_obj_whose_textures_are_inside_imports_and_its_material_is_the_agents(self):
         self.write("mats/skin.mtl", "newmtl Skin\nKd 1 0 0\nmap_Kd -s 1 1 1 ../secret.png\n")
         self.write("tri.obj", self.obj_with("mats/skin.mtl"))
-        self.assertEqual(self.ok("file.import", path="tri.obj")["objects"], ["Tri"])
+        imported = self.ok("file.import", path="tri.obj")
+        self.assertEqual((imported["objects"], imported["materials"]), (["Tri"], ["Skin"]))
         self.assertIn("Skin", bpy.data.materials)
         images = [i for i in bpy.data.images if i.filepath]
         self.assertEqual([os.path.realpath(bpy.path.abspath(i.filepath)) for i in images],

@@ -171,7 +171,8 @@ def file_import(k, params):
     for kind, attribute in MADE_KINDS:
         for block in before.new(attribute):
             lock.mark_created(k, block, kind)
-    return {"format": fmt, "objects": [o.name for o in made]}
+    return {"format": fmt, "objects": [o.name for o in made],
+            "materials": sorted(m.name for m in before.new("materials"))}
 
 
 # ---------------------------------------------------------------- export

@@ -186,7 +186,8 @@ impl MockBlender {
             made.push(name);
         }
         made.sort();
-        Ok(json!({"format": format, "objects": made}))
+        // The mock's importers make no materials.
+        Ok(json!({"format": format, "objects": made, "materials": []}))
     }
 
     /// The objects to export: those named (meshes only), or every mesh in the scene.
