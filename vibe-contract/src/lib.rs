@@ -101,7 +101,7 @@
 //! together. A host that names no packs gets 33 tools.
 //! The catalog's fingerprint (a test keeps this line current):
 //!
-//! `blender 3.0.0 = blake3:cb551a747ae15695812952bdbd831a5cf3b998944dcf2e28c3ed289e4f0ccb00`
+//! `blender 3.0.0 = blake3:889977bfea465eb262b511af7616ebeef8ac1a6479ebbd283ed268abea52049b`
 //!
 //! ## Performance
 //!

@@ -62,3 +62,25 @@ async fn imported_objects_are_the_agents_and_the_humans_stay_protected() {
     let error = human.error().expect("the human's Cube is protected");
     assert_eq!(error.details["reason"], "actuator_lock");
 }
+
+#[test]
+fn the_registry_records_imported_materials_as_the_agents() {
+    // The kernel answers the materials an import made (MockBlender's importers make none): the
+    // effects record them as created, so the bridge's lock for agent code lets it delete them.
+    let registries = vibe_contract::default_registries().unwrap();
+    let spec = registries.tools.get("file.import").unwrap();
+    let result = json!({"format": "obj", "objects": ["Tri"], "materials": ["Skin", "Skin.001"]});
+    let mut recorded: Vec<(vibe_contract::DataKind, Vec<&str>)> = spec
+        .effects
+        .iter()
+        .filter_map(|e| Some((e.kind?, e.in_results(&result))))
+        .collect();
+    recorded.sort_by_key(|(kind, _)| kind.as_str());
+    assert_eq!(
+        recorded,
+        vec![
+            (vibe_contract::DataKind::Material, vec!["Skin", "Skin.001"]),
+            (vibe_contract::DataKind::Object, vec!["Tri"]),
+        ]
+    );
+}

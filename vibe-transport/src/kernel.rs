@@ -89,7 +89,7 @@ pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
 }
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 33] = [
+pub const KERNEL_FILES: [(&str, &str); 35] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -218,6 +218,14 @@ pub const KERNEL_FILES: [(&str, &str); 33] = [
     (
         "vibe_kernel/exchange.py",
         include_str!("../kernel/vibe_kernel/exchange.py"),
+    ),
+    (
+        "vibe_kernel/import_refs.py",
+        include_str!("../kernel/vibe_kernel/import_refs.py"),
+    ),
+    (
+        "vibe_kernel/import_guard.py",
+        include_str!("../kernel/vibe_kernel/import_guard.py"),
     ),
 ];
 

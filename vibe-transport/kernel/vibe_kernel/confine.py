@@ -107,8 +107,9 @@ def establish(environ=os.environ):
 
 
 def gate_switched_off(state, environ):
-    """VIBE_KERNEL_GATE=off turns the kernel's code gate off, honoured only in a full jail:
-    tests use it to show that the jail, not the gate, is the boundary."""
+    """VIBE_KERNEL_GATE=off turns the kernel's code gate and file.import's reference checks
+    off, honoured only in a full jail: tests use it to show that the jail, not the kernel's own
+    checks, is the boundary."""
     jailed = state["filesystem"] and state["network"] and state["exec"] and "memory_mib" in state
     return jailed and environ.get("VIBE_KERNEL_GATE") == "off"
 

@@ -5,15 +5,12 @@ Debian's Blender 3.4 has no USD and no numpy, the bpy wheels have all of them. T
 them as `formats`."""
 
 import importlib.util
-import json
 import os
-from urllib.parse import unquote
 
 import bpy
 
-from . import files, lock
+from . import confine, files, import_guard, import_refs, lock
 from .envelope import Refusal, invalid, not_found
-from .state import inside
 from .tools import (check_name, collection_by_name, default_collection, has_collection, opt_str, req_str, resolve,
                     scene_objects, tool)
 
@@ -130,23 +127,6 @@ def run_operator(op, **options):
 
 # ---------------------------------------------------------------- import
 
-def check_gltf_references(k, relative, path):
-    """A .gltf names its buffers and images by URI: each must be embedded (data:) or a file
-    inside the sandbox, since the importer reads them."""
-    try:
-        with open(path, "rb") as f:
-            document = json.loads(f.read().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise invalid("path", "%r is not a glTF JSON document: %s" % (relative, e))
-    folder = os.path.dirname(relative)
-    for kind in ("buffers", "images"):
-        for entry in document.get(kind, []) if isinstance(document, dict) else []:
-            uri = entry.get("uri") if isinstance(entry, dict) else None
-            if not isinstance(uri, str) or uri.startswith("data:"):
-                continue
-            files.sandbox_path(k, "/".join(p for p in (folder, unquote(uri)) if p), field="path", reading=True)
-
-
 def target_collection(params):
     name = opt_str(params, "collection")
     if name is None:
@@ -157,37 +137,42 @@ def target_collection(params):
     return collection_by_name(name)
 
 
+# What an import makes that counts as the agent's for the actuator lock, beside its objects.
+MADE_KINDS = (("material", "materials"), ("image", "images"), ("action", "actions"), ("node_group", "node_groups"))
+
+
 @tool("file.import")
 def file_import(k, params):
     relative = req_str(params, "path")
     fmt = chosen_format(params, relative)
     path = files.sandbox_path(k, relative, reading=True)
     coll = target_collection(params)
-    if fmt == "gltf":
-        check_gltf_references(k, relative, path)
-    before = {o.as_pointer() for o in bpy.data.objects}
-    images = {i.as_pointer() for i in bpy.data.images}
+    # VIBE_KERNEL_GATE=off (honoured only in a full jail) turns the kernel's own checks off, so
+    # that tests show the jail alone refusing the read.
+    checked = not confine.GATE_OFF
+    if checked:
+        import_refs.check(k, relative, path, fmt)
+    before = import_guard.Before()
     op = first_operator(OPERATORS[fmt][0])
     try:
         run_operator(op, filepath=path)
     except (RuntimeError, Refusal) as e:
-        for obj in [o for o in bpy.data.objects if o.as_pointer() not in before]:
-            bpy.data.objects.remove(obj)
+        before.take_back()
         raise Refusal("execution_failed", "could not import %r as %s: %s" % (relative, fmt, e), field="path")
-    sandbox = os.path.realpath(k.state.sandbox)
-    for image in [i for i in bpy.data.images if i.as_pointer() not in images]:
-        # An image the file names outside the sandbox is not kept (nothing reads it then).
-        source = bpy.path.abspath(image.filepath) if image.filepath else ""
-        if source and not image.packed_file and not inside(sandbox, os.path.realpath(source)):
-            bpy.data.images.remove(image)
-    made = sorted((o for o in bpy.data.objects if o.as_pointer() not in before), key=lambda o: o.name)
+    if checked:
+        import_guard.check(k, relative, before)
+    made = sorted(before.new("objects"), key=lambda o: o.name)
     for obj in made:
         for other in list(obj.users_collection):
             other.objects.unlink(obj)
         coll.objects.link(obj)
         lock.mark_created(k, obj, "object")
         k.state.seen[obj.name] = lock.stable_id(obj)
-    return {"format": fmt, "objects": [o.name for o in made]}
+    for kind, attribute in MADE_KINDS:
+        for block in before.new(attribute):
+            lock.mark_created(k, block, kind)
+    return {"format": fmt, "objects": [o.name for o in made],
+            "materials": sorted(m.name for m in before.new("materials"))}
 
 
 # ---------------------------------------------------------------- export

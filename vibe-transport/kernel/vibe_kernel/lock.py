@@ -1,8 +1,8 @@
 """The actuator lock: what the agent may not do to data-blocks it did not make.
 
 A data-block is the agent's when this session made it: an object made by object.create,
-mesh.create_cube or mesh.create_plane, a material or collection a typed tool made, what agent
-code made, a modifier added by modifier.add, and every modifier of an object of the agent's.
+mesh.create_cube or mesh.create_plane, a material or collection a typed tool made, the objects,
+materials, images, actions and node groups file.import made (exchange.py), what agent code made, a modifier added by modifier.add, and every modifier of an object of the agent's.
 Property edits stay allowed everywhere.
 
 Identity, never the name alone (`stable_id`): the kernel records what a session made by

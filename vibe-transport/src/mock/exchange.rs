@@ -140,6 +140,7 @@ impl MockBlender {
         };
         let text = std::fs::read_to_string(&path)
             .map_err(|e| failed(format!("could not read {relative:?}: {e}")))?;
+        self.check_model_references(format, relative, &path, &text)?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -148,14 +149,11 @@ impl MockBlender {
             "obj" => super::exchange_formats::read_obj(&text, &stem),
             "stl" => super::exchange_formats::read_stl(&text, &stem),
             _ => {
+                // Every URI was checked to lie inside the sandbox (exchange_refs).
+                let folder = path.parent().unwrap_or(&path);
                 let bin = |uri: &str| -> Result<Vec<u8>, ErrorBody> {
-                    let folder = Path::new(relative).parent().and_then(Path::to_str);
-                    let joined = match folder {
-                        Some(f) if !f.is_empty() => format!("{f}/{uri}"),
-                        _ => uri.to_owned(),
-                    };
-                    let file = self.sandbox_path("path", &joined)?;
-                    std::fs::read(&file).map_err(|_| not_found("path", "file", &joined))
+                    let file = super::exchange_refs::uri_path(folder, uri);
+                    std::fs::read(&file).map_err(|_| not_found("path", "file", uri))
                 };
                 super::exchange_formats::read_gltf(&text, bin)?
             }
@@ -188,7 +186,8 @@ impl MockBlender {
             made.push(name);
         }
         made.sort();
-        Ok(json!({"format": format, "objects": made}))
+        // The mock's importers make no materials.
+        Ok(json!({"format": format, "objects": made, "materials": []}))
     }
 
     /// The objects to export: those named (meshes only), or every mesh in the scene.
@@ -261,7 +260,7 @@ impl MockBlender {
     pub(super) fn file_export(&mut self, params: &Value) -> ToolResult {
         let relative = req_str(params, "path")?;
         let format = chosen_format(params, relative)?;
-        let path = self.sandbox_path("path", relative)?;
+        let path = self.sandbox_target(relative)?;
         let names = self.export_objects(params)?;
         let mut meshes = Vec::new();
         for name in &names {
@@ -293,7 +292,7 @@ impl MockBlender {
             _ => {
                 let stem = relative.rsplit_once('.').map_or(relative, |(s, _)| s);
                 let bin_relative = format!("{stem}.bin");
-                let bin_path = self.sandbox_path("path", &bin_relative)?;
+                let bin_path = self.sandbox_target(&bin_relative)?;
                 let bin_name = bin_path
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())

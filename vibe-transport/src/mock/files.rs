@@ -21,14 +21,14 @@ use crate::frame::SessionConfig;
 const HUMAN_ONLY: &str = "HUMAN_ONLY";
 
 /// Case-insensitive, and as Windows reads names: trailing dots and spaces do not count.
-fn is_human_only(component: &str) -> bool {
+pub(super) fn is_human_only(component: &str) -> bool {
     component
         .trim_end_matches(['.', ' '])
         .eq_ignore_ascii_case(HUMAN_ONLY)
 }
 
 /// `path` with `.` dropped and `..` taken back, if it is absolute.
-fn normalize(path: &str) -> Option<PathBuf> {
+pub(super) fn normalize(path: &str) -> Option<PathBuf> {
     let path = Path::new(path);
     if !path.is_absolute() {
         return None;

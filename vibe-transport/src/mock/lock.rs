@@ -2,7 +2,9 @@
 //! `lock.refuse_modifier`.
 //!
 //! A data-block is the agent's when this session made it: an object made by `object.create`,
-//! `mesh.create_cube` or `mesh.create_plane` (its uid in `created`), a modifier added by
+//! `mesh.create_cube` or `mesh.create_plane` or imported by `file.import` (its uid in
+//! `created`; the kernel also counts the materials, images, actions and node groups an import
+//! makes, which the mock's importers never make), a modifier added by
 //! `modifier.add` (its object's uid and its name in `modifiers`), and every modifier of an object
 //! of the agent's. `object.rename`, `object.delete`, `object.assign_collection` with mode
 //! `"move"` and `modifier.remove` of anything else are refused, after the names are resolved and

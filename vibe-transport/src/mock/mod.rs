@@ -30,6 +30,7 @@ mod animation;
 mod exchange;
 mod exchange_formats;
 mod exchange_geometry;
+mod exchange_refs;
 mod faults;
 mod files;
 mod lock;
