@@ -89,6 +89,19 @@ class ExchangeTest(KernelCalls, unittest.TestCase):
     def test_usd_round_trip(self):
         self.round_trip("usd")
 
+    def test_an_import_leaves_the_scenes_frame_range_alone(self):
+        if "usd" not in exchange.available_formats():
+            self.skipTest("this Blender %s lacks usd" % bpy.app.version_string)
+        with open(os.path.join(self.sandbox, "stage.usda"), "w") as f:
+            f.write('#usda 1.0\n(\n    startTimeCode = 500\n    endTimeCode = 900\n)\n\n'
+                    'def Mesh "Tri"\n{\n    int[] faceVertexCounts = [3]\n    int[] faceVertexIndices = [0, 1, 2]\n'
+                    '    point3f[] points = [(0, 0, 0), (1, 0, 0), (0, 1, 0)]\n}\n')
+        scene = bpy.context.scene
+        before = (scene.frame_start, scene.frame_end)
+        imported = self.ok("file.import", path="stage.usda")
+        self.assertEqual(len(imported["objects"]), 1, imported)
+        self.assertEqual((scene.frame_start, scene.frame_end), before)
+
     def test_obj_import_names_clashes_and_lays_y_up_down(self):
         self.ok("file.export", path="box.obj", objects=["Box"])
         imported = self.ok("file.import", path="box.obj")

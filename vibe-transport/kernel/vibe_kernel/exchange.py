@@ -42,6 +42,14 @@ EXPORT_OPTIONS = {
     "usd": {"export_materials": False, "export_animation": False},
 }
 SELECTION_OPTIONS = ("use_selection", "export_selected_objects", "selected_objects_only")
+# What each importer is asked: to add objects and leave the scene's own settings alone (a USD
+# stage's time range would become the scene's frame range, a glTF's scene extras custom
+# properties on the person's Scene).
+IMPORT_OPTIONS = {
+    "usd": {"set_frame_range": False},
+    "gltf": {"import_scene_extras": False},
+    "glb": {"import_scene_extras": False},
+}
 
 _formats = None
 
@@ -155,7 +163,7 @@ def file_import(k, params):
     before = import_guard.Before()
     op = first_operator(OPERATORS[fmt][0])
     try:
-        run_operator(op, filepath=path)
+        run_operator(op, filepath=path, **IMPORT_OPTIONS.get(fmt, {}))
     except (RuntimeError, Refusal) as e:
         before.take_back()
         raise Refusal("execution_failed", "could not import %r as %s: %s" % (relative, fmt, e), field="path")
