@@ -12,14 +12,10 @@ use vibe_transport::{StdioOptions, StdioTransport, Transport};
 
 mod support;
 
+/// The path in `var`, in a live run (the opt-in and the path checks are the live tests' own).
 fn required(var: &str) -> PathBuf {
-    assert!(
-        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
-        "live test run without VIBE_LIVE=1"
-    );
-    let path = PathBuf::from(std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set")));
-    assert!(path.exists(), "{var}={} does not exist", path.display());
-    path
+    support::live("the jail");
+    support::required(var)
 }
 
 fn jail(sandbox: &Path) -> Jail {

@@ -19,14 +19,12 @@ use vibe_errors::{Envelope, ErrorCode};
 use vibe_transport::jail::Jail;
 use vibe_transport::{Call, SessionConfig, StdioOptions, StdioTransport, Transport};
 
+mod support;
+
+/// The path in `var`, in a live run (the opt-in and the path checks are the live tests' own).
 fn required(var: &str) -> PathBuf {
-    assert!(
-        std::env::var("VIBE_LIVE").is_ok_and(|v| v == "1"),
-        "live test run without VIBE_LIVE=1"
-    );
-    let path = PathBuf::from(std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set")));
-    assert!(path.exists(), "{var}={} does not exist", path.display());
-    path
+    support::live("the jailed import attack");
+    support::required(var)
 }
 
 /// Nine floats no scene holds by chance: the secret the buffer would leak as three vertices.
