@@ -69,7 +69,7 @@ pub use record::{Event, GENESIS, RecordKind, now_rfc3339};
 pub use redact::{CODE_KEYS, PATH_KEYS, Redactor, SECRET_KEYS};
 pub use sink::{AuditSink, MemorySink};
 pub use verify::{Break, MAX_VERIFY_THREADS, Report, verify_anchored, verify_files, verify_reader};
-pub use writer::{AuditWriter, FlushGuard, MAX_BATCH, Overflow};
+pub use writer::{AuditWriter, FlushGuard, GATHER, MAX_BATCH, Overflow};
 
 /// The default log file name.
 pub const DEFAULT_LOG: &str = "vibe_audit.jsonl";

@@ -425,3 +425,28 @@ fn a_security_record_is_durable_before_it_returns_and_never_dropped() {
     assert_eq!(last["kind"], "security");
     assert_eq!(last["detail"]["event"], "security_block");
 }
+
+/// A record queued and never flushed still reaches the sink, in order, once the writer's
+/// gathering window ([`GATHER`]) has passed: the writer wakes for it by itself.
+#[test]
+fn records_reach_the_sink_without_a_flush() {
+    let sink = MemorySink::new();
+    let writer = genesis_writer(sink.clone(), 4096, Overflow::Backpressure);
+    for i in 0..3 {
+        writer
+            .record(Event::call("s", i, "kernel.status", json!({})))
+            .unwrap();
+    }
+    let waited = std::time::Instant::now();
+    let records = loop {
+        let records = verify_reader(&sink.bytes()[..], ChainHead::genesis(), "m")
+            .unwrap()
+            .records;
+        if records == 3 || waited.elapsed() > Duration::from_secs(10) {
+            break records;
+        }
+        std::thread::sleep(GATHER);
+    };
+    assert_eq!(records, 3, "queued records were never written");
+    drop(writer);
+}
