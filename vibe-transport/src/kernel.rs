@@ -61,7 +61,8 @@ use std::path::{Path, PathBuf};
 use crate::stdio::StdioOptions;
 
 /// The kernel's tool table as it ships beside the kernel (`vibe_kernel/registry.json`): each
-/// tool of `registry` with whether it changes the scene and the capabilities it needs. The
+/// tool of `registry` with whether it changes the scene, the capabilities it needs and whether
+/// its time class is quick (the stdio kernel watches the others for cancels). The
 /// kernel builds its table from this file and refuses to start with a tool it does not list;
 /// a test keeps the shipped file equal to this rendering of the default registry.
 pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
@@ -74,6 +75,7 @@ pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
                 serde_json::json!({
                     "mutates": spec.mutates(),
                     "capabilities": spec.requires.capabilities,
+                    "quick": spec.time_class == vibe_contract::TimeClass::Quick,
                 }),
             )
         })
@@ -89,7 +91,7 @@ pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
 }
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 35] = [
+pub const KERNEL_FILES: [(&str, &str); 36] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -190,6 +192,10 @@ pub const KERNEL_FILES: [(&str, &str); 35] = [
     (
         "vibe_kernel/state.py",
         include_str!("../kernel/vibe_kernel/state.py"),
+    ),
+    (
+        "vibe_kernel/stdio.py",
+        include_str!("../kernel/vibe_kernel/stdio.py"),
     ),
     (
         "vibe_kernel/tcp.py",

@@ -92,6 +92,13 @@ impl StdioOptions {
         false
     }
 
+    /// How long a caller polls for an answer before sleeping
+    /// ([`HandshakeOptions::busy_poll`]; zero turns it off).
+    pub fn busy_poll(mut self, window: Duration) -> StdioOptions {
+        self.handshake.busy_poll = window;
+        self
+    }
+
     /// Adds an environment variable.
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> StdioOptions {
         self.env.push((key.into(), value.into()));

@@ -60,6 +60,13 @@ impl TcpOptions {
         }
     }
 
+    /// How long a caller polls for an answer before sleeping
+    /// ([`HandshakeOptions::busy_poll`]; zero turns it off).
+    pub fn busy_poll(mut self, window: Duration) -> TcpOptions {
+        self.handshake.busy_poll = window;
+        self
+    }
+
     /// With a token.
     pub fn with_token(mut self, token: impl Into<String>) -> TcpOptions {
         self.handshake.token = Some(token.into());

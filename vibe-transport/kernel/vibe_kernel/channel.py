@@ -8,12 +8,14 @@ import socket
 import threading
 import time
 
+from . import tools
 from .envelope import err
 from .gatekeeper import MAX_CONNECTIONS
 from .state import Session
 from .wire import MAX_BATCH_CALLS, MAX_FRAME_BYTES
 
 TICK_BUDGET_S = 0.02  # the add-on's timer drains for this long per tick
+ANSWER_GATHER_S = 0.001  # a batch's brief answers wait at most this long to be written together
 PRE_AUTH_S = 5.0  # a TCP client has this long after the hello to prove the token
 
 
@@ -42,8 +44,30 @@ def refuse_constant(name):
     raise ValueError("%s is not JSON" % name)
 
 
+def parse_frame(line):
+    """The frame on one line read (None at the end of the stream). ValueError when the line is
+    too long, not JSON, or not an object with a type."""
+    if not line:
+        return None
+    if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
+        raise ValueError("frame exceeds %d bytes" % MAX_FRAME_BYTES)
+    frame = json.loads(line.decode("utf-8"), parse_constant=refuse_constant)
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+        raise ValueError("a frame must be a JSON object with a type")
+    return frame
+
+
 def encode(frame):
     return (json.dumps(frame, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+
+
+def encode_answer(frame):
+    """`frame` encoded, or an error answer in its place when it is not JSON."""
+    try:
+        return encode(frame)
+    except ValueError as exc:
+        return encode({"type": "result", "id": frame.get("id"), "envelope": err(
+            "invalid_arguments", "the answer could not be encoded: %s" % exc)})
 
 
 class Channel:
@@ -63,16 +87,12 @@ class Channel:
         self.queued = {}
         self.skipped = set()
 
-    def send(self, frame):
-        """Writes one frame. A frame that is not JSON (a non-finite number from a request) is
-        replaced by an error answer, never fatal to the loop."""
-        try:
-            data = encode(frame)
-        except ValueError as exc:
-            data = encode({"type": "result", "id": frame.get("id"), "envelope": err(
-                "invalid_arguments", "the answer could not be encoded: %s" % exc)})
+    def send(self, *frames):
+        """Writes frames, in one write. A frame that is not JSON (a non-finite number from a
+        request) is replaced by an error answer, never fatal to the loop."""
+        data = b"".join(encode_answer(frame) for frame in frames)
         with self.write_lock:
-            if not self.closed:
+            if data and not self.closed:
                 self.write_bytes(data)
 
     def queue_calls(self, calls):
@@ -82,15 +102,37 @@ class Channel:
                 self.queued[call.get("id")] = call.get("tool")
 
     def read_frame(self):
-        line = self.reader.readline(MAX_FRAME_BYTES + 1)
-        if not line:
-            return None
-        if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
-            raise ValueError("frame exceeds %d bytes" % MAX_FRAME_BYTES)
-        frame = json.loads(line.decode("utf-8"), parse_constant=refuse_constant)
-        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-            raise ValueError("a frame must be a JSON object with a type")
-        return frame
+        return parse_frame(self.reader.readline(MAX_FRAME_BYTES + 1))
+
+    def accept(self, frame):
+        """Takes one frame read from the connection: a cancel now, a request into the queue.
+        False when the connection is to end (bye, or a frame that breaks the protocol, which is
+        answered with an error first)."""
+        kind = frame.get("type")
+        if kind == "bye":
+            return False
+        if kind == "cancel":
+            self.kernel.cancel(frame.get("id"), self)
+        elif kind in ("call", "configure", "checkpoint", "restore", "inventory"):
+            if kind == "call":
+                self.queue_calls([frame])
+            self.deliver(frame)
+        elif kind == "batch":
+            calls = frame.get("calls")
+            if (not isinstance(calls, list) or not 1 <= len(calls) <= MAX_BATCH_CALLS
+                    or not all(isinstance(c, dict) for c in calls)):
+                self.send(protocol_error("a batch carries 1 to %d call objects" % MAX_BATCH_CALLS))
+                return False
+            self.queue_calls(calls)
+            self.deliver(frame)
+        else:
+            self.send(protocol_error("unexpected frame type %r" % kind))
+            return False
+        return True
+
+    def deliver(self, frame):
+        """Hands a request to the main thread (the kernel's queue)."""
+        self.inbox.put((self, frame))
 
     def run(self):
         """The reader thread: hello, auth, then frames into the queue until bye or end."""
@@ -124,24 +166,7 @@ class Channel:
                 self.send({"type": "auth_ok"})
             while True:
                 frame = self.read_frame()
-                if frame is None or frame.get("type") == "bye":
-                    return
-                if frame.get("type") == "cancel":
-                    self.kernel.cancel(frame.get("id"), self)
-                elif frame.get("type") in ("call", "configure", "checkpoint", "restore", "inventory"):
-                    if frame.get("type") == "call":
-                        self.queue_calls([frame])
-                    self.inbox.put((self, frame))
-                elif frame.get("type") == "batch":
-                    calls = frame.get("calls")
-                    if (not isinstance(calls, list) or not 1 <= len(calls) <= MAX_BATCH_CALLS
-                            or not all(isinstance(c, dict) for c in calls)):
-                        self.send(protocol_error("a batch carries 1 to %d call objects" % MAX_BATCH_CALLS))
-                        return
-                    self.queue_calls(calls)
-                    self.inbox.put((self, frame))
-                else:
-                    self.send(protocol_error("unexpected frame type %r" % frame.get("type")))
+                if frame is None or not self.accept(frame):
                     return
         except (ValueError, UnicodeDecodeError) as exc:
             self.send(protocol_error("malformed frame: %s" % exc))
@@ -156,6 +181,57 @@ class Channel:
                 close_quietly(self.conn)
 
 
+def end_channel(kernel, channel):
+    """A connection ended (its reader queued the end): closed, forgotten, its session noted."""
+    channel.closed = True
+    if channel.conn is not None:
+        close_quietly(channel.conn)
+    with kernel.lock:
+        kernel.channels.discard(channel)
+        live = {c.session.session_id for c in kernel.channels}
+    kernel.session_ended(channel.session, live)
+
+
+def run_frame(kernel, channel, frame):
+    """Runs one request frame of `channel` on the calling (main) thread, in its session.
+
+    A batch's calls run in order, one after another, in this one hop of the main thread, each
+    answered as it would be alone (checks, cancels and deadlines included). Answers of brief
+    calls are written together, at most ANSWER_GATHER_S after the first of them is done (each
+    write wakes the bridge, which costs more than a brief call); before a call that may run
+    long, and at the end, whatever is done is written, so the bridge reads it while the rest
+    runs."""
+    if frame.get("type") != "batch":
+        if frame.get("type") == "call" and not kernel.start(channel, frame.get("id")):
+            return  # cancelled while queued: its connection answered already
+        answer = kernel.handle(frame, channel.session)
+        if answer is not None:
+            send_quietly(channel, [answer])
+        return
+    done, since = [], None
+    for call in frame["calls"]:
+        call = dict(call, type="call")
+        if done and (time.monotonic() - since >= ANSWER_GATHER_S or not tools.runs_briefly(call.get("tool"))):
+            send_quietly(channel, done)
+            done = []
+        if not kernel.start(channel, call.get("id")):
+            continue  # cancelled while queued: its connection answered already
+        answer = kernel.handle(call, channel.session)
+        if answer is not None:
+            since = since if done else time.monotonic()
+            done.append(answer)
+    send_quietly(channel, done)
+
+
+def send_quietly(channel, answers):
+    """Writes answers; a connection that broke is marked closed (its reader ends it)."""
+    if answers:
+        try:
+            channel.send(*answers)
+        except OSError:
+            channel.closed = True
+
+
 def drain(kernel, inbox, deadline=None):
     """Runs queued frames on the calling (main) thread, each in its connection's session.
     Headless (no `deadline`) it waits for frames and returns the first channel that ends; with
@@ -166,28 +242,10 @@ def drain(kernel, inbox, deadline=None):
         except queue.Empty:
             return None
         if frame is None:
-            channel.closed = True
-            if channel.conn is not None:
-                close_quietly(channel.conn)
-            with kernel.lock:
-                kernel.channels.discard(channel)
-                live = {c.session.session_id for c in kernel.channels}
-            kernel.session_ended(channel.session, live)
+            end_channel(kernel, channel)
             if deadline is None:
                 return channel
             continue
-        # A batch's calls run in order, one after another, in this one hop of the main thread,
-        # each answered as it would be alone (checks, cancels and deadlines included) and as
-        # soon as it is done, so that the bridge reads one answer while the next call runs.
-        calls = [dict(call, type="call") for call in frame["calls"]] if frame.get("type") == "batch" else [frame]
-        for call in calls:
-            if call.get("type") == "call" and not kernel.start(channel, call.get("id")):
-                continue  # cancelled while queued: its connection answered already
-            answer = kernel.handle(call, channel.session)
-            if answer is not None:
-                try:
-                    channel.send(answer)
-                except OSError:
-                    channel.closed = True
+        run_frame(kernel, channel, frame)
         if deadline is not None and time.monotonic() >= deadline:
             return None

@@ -2,15 +2,12 @@
 one client over stdio or several over TCP until the end."""
 
 import os
-import queue
 import sys
-import threading
 
 import bpy
 
-from . import files
+from . import files, stdio
 from .app_handlers import install_busy_handlers, remove_handlers
-from .channel import Channel, drain
 from .tcp import DEFAULT_PORT, ensure_token, serve_tcp
 from .wire import Kernel
 
@@ -20,16 +17,12 @@ def serve_stdio(kernel):
     os.dup2(2, 1)  # Blender's C-level prints now go to stderr, off the frame stream.
     sys.stdout = sys.stderr
     out = os.fdopen(frames_fd, "wb", buffering=0)
-    inbox = queue.Queue()
 
     def write(data):
         out.write(data)
         out.flush()
 
-    channel = Channel(kernel, inbox, sys.stdin.buffer, write)
-    kernel.channels.add(channel)
-    threading.Thread(target=channel.run, name="vibe-stdio", daemon=True).start()
-    drain(kernel, inbox)
+    stdio.serve_stdio(kernel, sys.stdin.fileno(), write)
 
 
 def parse_args(argv):

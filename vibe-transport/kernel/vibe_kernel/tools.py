@@ -30,13 +30,20 @@ STRUCTURAL = set()  # mutating tools after which the scene index is rebuilt
 
 
 def load_registry():
-    """The registry's tool table: name -> {"mutates": bool, "capabilities": [...]}. The bridge
-    writes registry.json from its registry (a Rust test keeps the shipped file equal to it)."""
+    """The registry's tool table: name -> {"mutates": bool, "capabilities": [...], "quick": bool}.
+    The bridge writes registry.json from its registry (a Rust test keeps the shipped file equal to it)."""
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "registry.json")) as f:
         return json.load(f)["tools"]
 
 
 REGISTRY = load_registry()
+
+
+def runs_briefly(name):
+    """Whether a call of `name` is over in moments: a tool of the quick time class that is not
+    agent code (which runs as long as its code does). Unknown names are refused at once."""
+    spec = REGISTRY.get(name)
+    return spec is None or (spec.get("quick", True) and "code_exec" not in spec["capabilities"])
 
 
 def tool(name, keeps_structure=False):

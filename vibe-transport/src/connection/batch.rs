@@ -14,6 +14,7 @@ use crate::transport::{Call, Transport};
 pub const MAX_BATCH_CALLS: usize = 256;
 
 type Answer = Result<Envelope, TransportError>;
+type Receiver = tokio::sync::oneshot::Receiver<Answer>;
 
 impl Connection {
     /// Runs `calls` in their order and answers each, in the same order. One frame carries them
@@ -111,23 +112,68 @@ impl Connection {
             }
             return answers.into_iter().map(answered).collect();
         }
+        let early = self.poll_batch_briefly(&mut waiting, &calls).await;
         let calls = &calls;
-        let waits =
-            waiting
-                .into_iter()
-                .zip(guards)
-                .map(|((position, _, receiver), guard)| async move {
-                    let call = &calls[position];
-                    let answer = self
-                        .wait(guard, receiver, start, call.deadline, &call.cancel)
-                        .await;
-                    (position, answer)
-                });
+        let waits = waiting.into_iter().zip(guards).zip(early).map(
+            |(((position, _, receiver), guard), early)| async move {
+                let call = &calls[position];
+                let answer = match early {
+                    Some(answer) => self.settle(guard, answer),
+                    None => {
+                        self.wait(guard, receiver, start, call.deadline, &call.cancel)
+                            .await
+                    }
+                };
+                (position, answer)
+            },
+        );
         for (position, answer) in join_all(waits).await {
             answers[position] = Some(answer);
         }
         drop(permit);
         answers.into_iter().map(answered).collect()
+    }
+}
+
+type Received = Result<Answer, tokio::sync::oneshot::error::RecvError>;
+
+impl Connection {
+    /// The answers that come while the batch's answers keep coming: each within
+    /// [`busy_poll`](super::HandshakeOptions::busy_poll) of the one before, the task yielding
+    /// instead of sleeping in between (as a lone call's wait does), so that a batch of quick
+    /// calls is read without waking a sleeping CPU per answer. Stops at a gap, a cancel, or the
+    /// last answer; the calls left are waited for as usual.
+    async fn poll_batch_briefly(
+        &self,
+        waiting: &mut [(usize, u64, Receiver)],
+        calls: &[Call],
+    ) -> Vec<Option<Received>> {
+        let mut early: Vec<Option<Received>> = waiting.iter().map(|_| None).collect();
+        if self.busy_poll.is_zero() {
+            return early;
+        }
+        let mut next = 0; // answers come in order: the first not yet taken
+        let mut progress = std::time::Instant::now();
+        while next < waiting.len() {
+            let (position, _, receiver) = &mut waiting[next];
+            match receiver.try_recv() {
+                Ok(answer) => early[next] = Some(Ok(answer)),
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {
+                    if progress.elapsed() >= self.busy_poll
+                        || calls[*position].cancel.is_cancelled()
+                    {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                // Failed or taken apart: the usual wait says why.
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => break,
+            }
+            next += 1;
+            progress = std::time::Instant::now();
+        }
+        early
     }
 }
 

@@ -42,7 +42,16 @@ pub struct HandshakeOptions {
     /// How many calls may be in flight at once, until a session's `configure` gives the
     /// contract's bound ([`SessionConfig::max_concurrent_calls`]).
     pub max_concurrent_calls: usize,
+    /// How long a caller keeps polling for its answer before its task sleeps
+    /// ([`BUSY_POLL`] by default; zero sleeps at once). A quick call's answer comes back
+    /// within it without waking a sleeping CPU, which on a virtual machine costs more than the
+    /// call; a slower call costs at most this much CPU more. The stdio kernel does the same on
+    /// its side (`VIBE_KERNEL_SPIN_US`, PROTOCOL.md §5).
+    pub busy_poll: Duration,
 }
+
+/// The default [`HandshakeOptions::busy_poll`]: long enough for a quick call's round trip.
+pub const BUSY_POLL: Duration = Duration::from_micros(200);
 
 impl Default for HandshakeOptions {
     fn default() -> Self {
@@ -53,6 +62,7 @@ impl Default for HandshakeOptions {
             max_noise_lines: 10_000,
             max_frame_bytes: crate::codec::DEFAULT_MAX_FRAME_BYTES,
             max_concurrent_calls: 8,
+            busy_poll: BUSY_POLL,
         }
     }
 }
@@ -107,6 +117,7 @@ pub struct Connection {
     /// How many call slots `permits` stands for now.
     bound: std::sync::atomic::AtomicUsize,
     console: Arc<Mutex<Vec<String>>>,
+    busy_poll: Duration,
 }
 
 /// What the writer task is asked to do.
@@ -252,6 +263,7 @@ impl Connection {
             permits: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
             bound: std::sync::atomic::AtomicUsize::new(options.max_concurrent_calls.max(1)),
             console,
+            busy_poll: options.busy_poll,
         })
     }
 
@@ -462,12 +474,23 @@ impl Connection {
         cancel: &CancellationToken,
     ) -> Result<Envelope, TransportError> {
         let until = start + deadline;
-        let first = tokio::select! {
-            biased;
-            answer = &mut receiver => Some(answer),
-            () = cancel.cancelled() => None,
-            // Leave the guard armed: it forgets the id and sends the cancel.
-            () = tokio::time::sleep_until(until) => return Err(TransportError::Deadline(deadline)),
+        let polled = if self.busy_poll.is_zero() {
+            None
+        } else {
+            poll_briefly(&mut receiver, self.busy_poll, cancel).await
+        };
+        let first = if let Some(answer) = polled {
+            Some(answer)
+        } else {
+            tokio::select! {
+                biased;
+                answer = &mut receiver => Some(answer),
+                () = cancel.cancelled() => None,
+                // Leave the guard armed: it forgets the id and sends the cancel.
+                () = tokio::time::sleep_until(until) => {
+                    return Err(TransportError::Deadline(deadline));
+                }
+            }
         };
         let answer = match first {
             Some(answer) => answer,
@@ -488,6 +511,15 @@ impl Connection {
                 }
             }
         };
+        self.settle(guard, answer)
+    }
+
+    /// The call's outcome from what its waiter got; the guard has nothing left to cancel.
+    fn settle(
+        &self,
+        mut guard: InFlight<'_>,
+        answer: Result<Result<Envelope, TransportError>, oneshot::error::RecvError>,
+    ) -> Result<Envelope, TransportError> {
         guard.armed = false;
         match answer {
             Ok(result) => result,
@@ -722,6 +754,30 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
         }
+    }
+}
+
+/// The answer, if it comes within `window`: until then the task yields instead of sleeping,
+/// and each yield lets the runtime poll its I/O driver without blocking, so the connection's
+/// reader task takes the answer in as soon as it is there. Stops early on a cancel.
+async fn poll_briefly(
+    receiver: &mut oneshot::Receiver<Result<Envelope, TransportError>>,
+    window: Duration,
+    cancel: &CancellationToken,
+) -> Option<Result<Result<Envelope, TransportError>, oneshot::error::RecvError>> {
+    let until = std::time::Instant::now() + window;
+    loop {
+        match receiver.try_recv() {
+            Ok(answer) => return Some(Ok(answer)),
+            Err(oneshot::error::TryRecvError::Closed) => {
+                return Some(receiver.await);
+            }
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        if cancel.is_cancelled() || std::time::Instant::now() >= until {
+            return None;
+        }
+        tokio::task::yield_now().await;
     }
 }
 

@@ -1,0 +1,133 @@
+"""The stdio loop (stdio.py): frames read on the main thread itself, in order; cancels of
+queued calls answered before those calls would run; running agent code reached by the watcher;
+malformed and oversized frames end the connection with a protocol error."""
+
+import json
+import os
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bpy  # noqa: E402
+
+from vibe_kernel import stdio  # noqa: E402
+from vibe_kernel.wire import Kernel  # noqa: E402
+
+CAPABILITIES = ["scene.read", "scene.write", "code_exec"]
+
+
+def line(frame):
+    return (json.dumps(frame) + "\n").encode()
+
+
+def configure(call_id=100):
+    return {"type": "configure", "id": call_id, "session": {"session_id": "s", "capabilities": CAPABILITIES}}
+
+
+def info(call_id, name="Cube"):
+    return {"type": "call", "id": call_id, "tool": "object.info", "params": {"name": name}, "deadline_ms": 5000}
+
+
+class StdioLoopTest(unittest.TestCase):
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+        self.k.state.features.add("code_exec")
+
+    def serve(self, chunks, pause=0.0):
+        """Serves a pipe fed with `chunks` (bytes each, `pause` seconds apart, then closed) on
+        this thread; the frames written back, after the hello."""
+        read_end, write_end = os.pipe()
+        writes = []
+
+        def feed():
+            for chunk in chunks:
+                os.write(write_end, chunk)
+                time.sleep(pause)
+            os.close(write_end)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        try:
+            stdio.serve_stdio(self.k, read_end, writes.append)
+        finally:
+            feeder.join()
+            os.close(read_end)
+        frames = [json.loads(text) for chunk in writes for text in chunk.decode().splitlines()]
+        self.assertEqual(frames[0]["type"], "hello")
+        return frames[1:]
+
+    def test_frames_run_in_order_and_the_end_of_input_ends_the_loop(self):
+        move = {"type": "call", "id": 2, "tool": "object.move",
+                "params": {"name": "Cube", "location": [1, 2, 3]}, "deadline_ms": 5000}
+        # One frame split over two writes, and two frames in one: lines, not writes, count.
+        data = line(configure()) + line(move) + line(info(3))
+        answers = self.serve([data[:7], data[7:]], pause=0.05)
+        self.assertEqual([a["id"] for a in answers], [100, 2, 3])
+        self.assertEqual(answers[2]["envelope"]["result"]["location"], [1.0, 2.0, 3.0])
+        self.assertEqual(self.k.channels, set())
+
+    def test_a_cancel_read_with_its_queued_call_answers_it_and_it_never_runs(self):
+        move = {"type": "call", "id": 2, "tool": "object.move",
+                "params": {"name": "Cube", "delta": [5, 0, 0]}, "deadline_ms": 5000}
+        answers = self.serve([line(configure()) + line(move) + line({"type": "cancel", "id": 2}) + line(info(3))])
+        self.assertEqual([a["id"] for a in answers], [2, 100, 3])  # the cancel is answered as it is read
+        self.assertTrue(answers[0]["envelope"]["error"]["details"]["cancelled"])
+        self.assertEqual(answers[2]["envelope"]["result"]["location"], [0.0, 0.0, 0.0])  # not moved
+
+    def test_running_agent_code_is_reached_by_a_cancel(self):
+        spin = {"type": "call", "id": 2, "tool": "python.exec", "params": {"code": "while True:\n    pass"},
+                "deadline_ms": 60000}
+        started = time.monotonic()
+        answers = self.serve([line(configure()) + line(spin), line({"type": "cancel", "id": 2}) + line(info(3))],
+                             pause=0.5)
+        self.assertLess(time.monotonic() - started, 30, "the cancel did not reach the running code")
+        self.assertEqual([a["id"] for a in answers], [100, 2, 3])
+        error = answers[1]["envelope"]["error"]
+        self.assertEqual(error["code"], "timeout", error)
+        self.assertTrue(answers[2]["envelope"]["ok"])
+
+    def test_a_malformed_frame_is_a_protocol_error_and_ends_the_connection(self):
+        answers = self.serve([line(info(1)) + b"{not json\n" + line(info(2))])
+        # Said as it is read; the call read before it still runs, nothing after it does.
+        errors = [a for a in answers if a["type"] == "error"]
+        self.assertEqual(len(errors), 1)
+        self.assertIn("malformed frame", errors[0]["error"]["message"])
+        self.assertEqual([a["id"] for a in answers if a["type"] == "result"], [1])
+
+    def test_a_frame_past_the_limit_is_refused_without_waiting_for_its_end(self):
+        limit = stdio.MAX_FRAME_BYTES
+        stdio.MAX_FRAME_BYTES = 1000
+        try:
+            answers = self.serve([b'{"type": "call", "params": "' + b"x" * 2000])
+        finally:
+            stdio.MAX_FRAME_BYTES = limit
+        self.assertEqual(answers[0]["type"], "error")
+        self.assertIn("exceeds 1000 bytes", answers[0]["error"]["message"])
+
+    def test_unknown_frames_and_bye_end_the_connection(self):
+        answers = self.serve([line(info(1)) + line({"type": "bye"}) + line(info(2))])
+        self.assertEqual([a["id"] for a in answers], [1])
+        answers = self.serve([line({"type": "launch"}) + line(info(2))])
+        self.assertEqual(answers[0]["type"], "error")
+        self.assertEqual(len(answers), 1)
+
+    def test_the_idle_spin_is_bounded_and_can_be_turned_off(self):
+        os.environ["VIBE_KERNEL_SPIN_US"] = "0"
+        try:
+            self.assertEqual(stdio.idle_spin(), 0)
+            os.environ["VIBE_KERNEL_SPIN_US"] = "99999999"
+            self.assertEqual(stdio.idle_spin(), 1.0)
+            os.environ["VIBE_KERNEL_SPIN_US"] = "soon"
+            with self.assertRaises(SystemExit):
+                stdio.idle_spin()
+        finally:
+            del os.environ["VIBE_KERNEL_SPIN_US"]
+        self.assertEqual(stdio.idle_spin(), stdio.IDLE_SPIN_S)
+
+
+if __name__ == "__main__":
+    unittest.main()
