@@ -44,7 +44,7 @@ use vibe::contract::{
     BridgePolicy, CAP_CODE_EXEC, HostProfile, HostProposal, default_registries, negotiate,
 };
 use vibe::exec::Pipeline;
-use vibe::transport::{Call, SessionConfig, StdioOptions, StdioTransport, Transport};
+use vibe::transport::{BUSY_POLL, Call, SessionConfig, StdioOptions, StdioTransport, Transport};
 
 const SIZES: [usize; 3] = [1000, 2000, 4000];
 const BATCH: usize = 100;
@@ -127,34 +127,62 @@ impl InProcess {
 
 /// The floor of a round trip on this machine: the same interpreter without Blender, answering
 /// each request line (parsed as JSON, as the kernel does) with a ready answer line of the size
-/// of `object.info`'s, over the same kind of pipes. No tool runs: the in-process figures are
-/// the work a call adds on top.
+/// of `object.info`'s, over the same kind of pipes, waiting as the bridge and the kernel do:
+/// each side polls for its input (the kernel's idle spin, the bridge's [`BUSY_POLL`]) before it
+/// sleeps. No tool runs: the in-process figures are the work a call adds on top.
 struct RawPipe {
     _child: Child,
     input: ChildStdin,
-    output: BufReader<ChildStdout>,
+    output: ChildStdout,
+    buffer: Vec<u8>,
 }
 
-const ECHO: &str = "import json, sys\nanswer = sys.argv[1].encode() + b'\\n'\nout = sys.stdout.buffer\nfor line in sys.stdin.buffer:\n    json.loads(line)\n    out.write(answer)\n    out.flush()\n";
+const ECHO: &str = "import json, os, select, sys, time\nanswer = sys.argv[1].encode() + b'\\n'\npoller = select.poll()\npoller.register(0, select.POLLIN)\nbuffer = b''\nwhile True:\n    until = time.monotonic() + 0.001\n    while not poller.poll(0) and time.monotonic() < until:\n        pass\n    data = os.read(0, 65536)\n    if not data:\n        break\n    buffer += data\n    while b'\\n' in buffer:\n        line, _, buffer = buffer.partition(b'\\n')\n        json.loads(line)\n        os.write(1, answer)\n";
 
 impl RawPipe {
     fn start(python: &Path, answer: &str) -> RawPipe {
-        let (_child, input, output) = piped(
-            Command::new(python).args(["-c", ECHO, answer]),
-            "the raw pipe baseline starts",
-        );
+        let mut child = Command::new(python)
+            .args(["-c", ECHO, answer])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the raw pipe baseline starts");
+        let input = child.stdin.take().unwrap();
+        let output = child.stdout.take().unwrap();
+        let flags = rustix::fs::fcntl_getfl(&output).unwrap();
+        rustix::fs::fcntl_setfl(&output, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
         RawPipe {
-            _child,
+            _child: child,
             input,
             output,
+            buffer: Vec::new(),
         }
     }
 
-    fn round_trip(&mut self, request: &[u8], line: &mut String) {
+    fn round_trip(&mut self, request: &[u8]) {
         self.input.write_all(request).unwrap();
         self.input.flush().unwrap();
-        line.clear();
-        assert!(self.output.read_line(line).unwrap() > 0, "raw pipe ended");
+        let until = Instant::now() + BUSY_POLL;
+        let mut chunk = [0u8; 65536];
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                self.buffer.drain(..=end);
+                return;
+            }
+            match rustix::io::read(&self.output, &mut chunk) {
+                Ok(0) => panic!("raw pipe ended"),
+                Ok(n) => self.buffer.extend_from_slice(&chunk[..n]),
+                Err(rustix::io::Errno::AGAIN) if Instant::now() < until => {}
+                Err(rustix::io::Errno::AGAIN) => {
+                    let mut fds = [rustix::event::PollFd::new(
+                        &self.output,
+                        rustix::event::PollFlags::IN,
+                    )];
+                    rustix::event::poll(&mut fds, None).unwrap();
+                }
+                Err(e) => panic!("raw pipe: {e}"),
+            }
+        }
     }
 }
 
@@ -264,11 +292,10 @@ fn live(c: &mut Criterion) {
         json!({"type": "call", "id": 1, "tool": "object.info", "params": {"name": "E0500"}, "deadline_ms": 120000})
     );
     c.bench_function("live/raw_pipe/round_trip", |b| {
-        let mut line = String::new();
         b.iter_custom(|iters| {
             let start = Instant::now();
             for _ in 0..iters {
-                raw.round_trip(request.as_bytes(), &mut line);
+                raw.round_trip(request.as_bytes());
             }
             let took = start.elapsed();
             figures.record("raw_pipe", took, iters);

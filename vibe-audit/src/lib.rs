@@ -33,7 +33,9 @@
 //! * **Sinks.** [`AuditSink`] is object-safe: [`FileSink`], [`MemorySink`], or your own.
 //!   [`AuditWriter`] puts a bounded queue and a background thread in front of a log, with an
 //!   explicit [`Overflow`] choice: backpressure, or dropping (and recording the count as a
-//!   `dropped` record). Durability is per [`Durability`]; rotation by size continues the chain
+//!   `dropped` record). A caller only pushes onto the queue: the thread wakes once per burst
+//!   (within [`GATHER`], 2 ms), not once per record, and writes the records in their order;
+//!   [`AuditWriter::flush`] and [`AuditWriter::record_durable`] do not wait for the burst. Durability is per [`Durability`]; rotation by size continues the chain
 //!   into the next file with a `rotated` record.
 //! * **Redaction** ([`Redactor`], from the contract's `audit` policy): code bodies become
 //!   `{blake3, bytes}` unless `keep_code`, secrets (`token`, `password`, ...) are never written,

@@ -4,7 +4,8 @@ feed calls to Blender's main thread one at a time, in arrival order.
 Three ways to run, one dispatcher:
   * stdio  - `blender -b --python run_kernel.py -- --stdio`, or `python run_kernel.py --stdio`
              with the bpy module. Frames go out on a duplicate of fd 1; fd 1 itself is pointed at
-             stderr, so Blender's own prints never corrupt the frame stream.
+             stderr, so Blender's own prints never corrupt the frame stream. The main thread
+             reads its own frames (stdio.py): no hop from a reader thread.
   * tcp    - the same, listening on 127.0.0.1 (default port 9833) with a token.
   * add-on - in GUI Blender: a server thread queues frames, and ONE persistent timer drains the
              queue on the main thread within a time budget per tick.
