@@ -115,6 +115,92 @@ class StdioLoopTest(unittest.TestCase):
         self.assertEqual(answers[0]["type"], "error")
         self.assertEqual(len(answers), 1)
 
+    def grow(self, count):
+        """`count` more objects sharing one mesh, so that a snapshot takes a while."""
+        mesh = bpy.data.meshes.new("m")
+        for i in range(count):
+            bpy.context.scene.collection.objects.link(bpy.data.objects.new("O%d" % i, mesh))
+
+    def test_a_frame_the_loop_cannot_take_is_refused_and_the_calls_before_it_are_answered(self):
+        for bad in (b'{"type":"cancel","id":[1]}\n', b'{"type":"call","id":{"a":1},"tool":"object.info"}\n',
+                    b'{"type":"x","p":' + b"[" * 5000 + b"]" * 5000 + b"}\n",
+                    line({"type": "batch", "calls": [{"id": 7, "tool": ["object.info"], "params": {}}]})):
+            answers = self.serve([line(info(1)) + bad])
+            self.assertEqual([a["id"] for a in answers if a["type"] == "result"][:1], [1], bad[:40])
+            if b"batch" in bad:  # a tool that is not a name is answered, not fatal
+                self.assertEqual(answers[-1]["envelope"]["error"]["code"], "contract_violation")
+            else:
+                self.assertEqual([a["type"] for a in answers].count("error"), 1, bad[:40])
+
+    def test_a_last_frame_without_its_newline_still_runs(self):
+        answers = self.serve([line(info(1)) + line(info(2))[:-1]])
+        self.assertEqual([a["id"] for a in answers], [1, 2])
+
+    def test_a_cancel_that_comes_while_a_brief_call_runs_stops_the_call_queued_behind_it(self):
+        self.grow(6000)
+        snapshot = {"type": "call", "id": 2, "tool": "scene.snapshot", "params": {}, "deadline_ms": 60000}
+        move = {"type": "call", "id": 3, "tool": "object.move", "params": {"name": "Cube", "delta": [7, 0, 0]},
+                "deadline_ms": 60000}
+        answers = self.serve([line(configure()), line(snapshot) + line(move), line({"type": "cancel", "id": 3})],
+                             pause=0.03)
+        three = [a for a in answers if a.get("id") == 3]
+        self.assertEqual(len(three), 1)
+        self.assertTrue(three[0]["envelope"]["error"]["details"]["cancelled"], three)
+        self.assertEqual(bpy.data.objects["Cube"].location.x, 0.0)
+
+    def test_a_batch_answer_is_not_held_for_the_whole_of_a_slow_brief_call(self):
+        self.grow(6000)
+        batch = {"type": "batch", "calls": [
+            {"id": 1, "tool": "object.info", "params": {"name": "Cube"}, "deadline_ms": 60000},
+            {"id": 2, "tool": "scene.snapshot", "params": {}, "deadline_ms": 60000}]}
+        read_end, write_end = os.pipe()
+        writes = []
+
+        def write(data):
+            writes.append((time.monotonic(), data))
+
+        def feed():
+            os.write(write_end, line(configure()) + line(batch))
+            time.sleep(2)  # the input stays open while the batch runs
+            os.close(write_end)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        stdio.serve_stdio(self.k, read_end, write)
+        feeder.join()
+        os.close(read_end)
+        by_id = {json.loads(text).get("id"): at for at, chunk in writes for text in chunk.decode().splitlines()}
+        self.assertLess(by_id[1], by_id[2])  # written on its own, while the snapshot ran
+
+    def test_answers_that_cannot_be_written_never_make_a_call_run_twice(self):
+        broken = []
+
+        def write(data):
+            if broken:
+                raise BrokenPipeError(32, "Broken pipe")
+
+        read_end, write_end = os.pipe()
+        sleep = {"type": "call", "id": 2, "tool": "python.exec", "params": {"code": "import time\ntime.sleep(0.4)"},
+                 "deadline_ms": 9000}
+        move = {"type": "call", "id": 3, "tool": "object.move", "params": {"name": "Cube", "delta": [1, 0, 0]},
+                "deadline_ms": 9000}
+
+        def feed():
+            os.write(write_end, line(configure()) + line(sleep))
+            time.sleep(0.1)
+            broken.append(True)
+            os.write(write_end, line(move) + line(info(4)) + line({"type": "cancel", "id": 4}))
+            time.sleep(0.6)
+            os.write(write_end, line(info(5)))
+            os.close(write_end)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        stdio.serve_stdio(self.k, read_end, write)
+        feeder.join()
+        os.close(read_end)
+        self.assertEqual(bpy.data.objects["Cube"].location.x, 1.0)
+
     def test_the_idle_spin_is_bounded_and_can_be_turned_off(self):
         os.environ["VIBE_KERNEL_SPIN_US"] = "0"
         try:

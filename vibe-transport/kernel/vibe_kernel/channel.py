@@ -86,6 +86,9 @@ class Channel:
         # the kernel's lock (the reader thread queues and cancels, the main thread starts).
         self.queued = {}
         self.skipped = set()
+        # A batch's answers done and not yet written (see run_frame), under their own lock.
+        self.held, self.held_since = [], 0.0
+        self.hold_lock = threading.Lock()
 
     def send(self, *frames):
         """Writes frames, in one write. A frame that is not JSON (a non-finite number from a
@@ -94,6 +97,25 @@ class Channel:
         with self.write_lock:
             if data and not self.closed:
                 self.write_bytes(data)
+
+    def hold(self, answer):
+        """Keeps a batch's answer to be written with the next ones (`release`)."""
+        with self.hold_lock:
+            if not self.held:
+                self.held_since = time.monotonic()
+            self.held.append(answer)
+
+    def release(self, older_than=0.0):
+        """Writes the answers held, if the first of them has waited `older_than` seconds. A
+        connection that broke is marked closed (its reader ends it)."""
+        with self.hold_lock:
+            if not self.held or time.monotonic() - self.held_since < older_than:
+                return
+            held, self.held = self.held, []
+            try:
+                self.send(*held)
+            except OSError:
+                self.closed = True
 
     def queue_calls(self, calls):
         """Notes calls read and not yet started, so that a cancel can answer them at once."""
@@ -168,10 +190,13 @@ class Channel:
                 frame = self.read_frame()
                 if frame is None or not self.accept(frame):
                     return
-        except (ValueError, UnicodeDecodeError) as exc:
-            self.send(protocol_error("malformed frame: %s" % exc))
         except OSError:
             pass
+        except Exception as exc:  # noqa: BLE001 - a frame that breaks the loop is malformed
+            try:
+                self.send(protocol_error("malformed frame: %s" % (str(exc) or type(exc).__name__)))
+            except OSError:
+                pass
         finally:
             self.inbox.put((self, None))
             if self.gate is not None:
@@ -200,7 +225,7 @@ def run_frame(kernel, channel, frame):
     calls are written together, at most ANSWER_GATHER_S after the first of them is done (each
     write wakes the bridge, which costs more than a brief call); before a call that may run
     long, and at the end, whatever is done is written, so the bridge reads it while the rest
-    runs."""
+    runs. While a brief call turns out slow, the stdio kernel's watcher writes what is held."""
     if frame.get("type") != "batch":
         if frame.get("type") == "call" and not kernel.start(channel, frame.get("id")):
             return  # cancelled while queued: its connection answered already
@@ -208,28 +233,25 @@ def run_frame(kernel, channel, frame):
         if answer is not None:
             send_quietly(channel, [answer])
         return
-    done, since = [], None
-    for call in frame["calls"]:
-        call = dict(call, type="call")
-        if done and (time.monotonic() - since >= ANSWER_GATHER_S or not tools.runs_briefly(call.get("tool"))):
-            send_quietly(channel, done)
-            done = []
-        if not kernel.start(channel, call.get("id")):
-            continue  # cancelled while queued: its connection answered already
-        answer = kernel.handle(call, channel.session)
-        if answer is not None:
-            since = since if done else time.monotonic()
-            done.append(answer)
-    send_quietly(channel, done)
+    try:
+        for call in frame["calls"]:
+            call = dict(call, type="call")
+            channel.release(0.0 if not tools.runs_briefly(call.get("tool")) else ANSWER_GATHER_S)
+            if not kernel.start(channel, call.get("id")):
+                continue  # cancelled while queued: its connection answered already
+            answer = kernel.handle(call, channel.session)
+            if answer is not None:
+                channel.hold(answer)
+    finally:
+        channel.release()
 
 
 def send_quietly(channel, answers):
     """Writes answers; a connection that broke is marked closed (its reader ends it)."""
-    if answers:
-        try:
-            channel.send(*answers)
-        except OSError:
-            channel.closed = True
+    try:
+        channel.send(*answers)
+    except OSError:
+        channel.closed = True
 
 
 def drain(kernel, inbox, deadline=None):

@@ -22,11 +22,12 @@ import threading
 import time
 
 from . import tools
-from .channel import Channel, end_channel, parse_frame, protocol_error, run_frame
+from .channel import ANSWER_GATHER_S, Channel, end_channel, parse_frame, protocol_error, run_frame
 from .wire import MAX_FRAME_BYTES
 
 IDLE_SPIN_S = 0.001  # how long an idle kernel polls before it sleeps; VIBE_KERNEL_SPIN_US overrides
 WATCH_POLL_S = 0.05  # a watcher's wait for input, after which it sees whether its frame is done
+#                      and writes a batch's answers held longer than ANSWER_GATHER_S
 READ_CHUNK = 1 << 16
 
 
@@ -73,46 +74,62 @@ class StdioChannel(Channel):
         self.pending.append(None)
 
     def take_in(self):
-        """Reads what `fd` has (it was readable) and takes each whole line in. Holding `reading`."""
+        """Reads what `fd` has (it was readable) and takes each whole line in, each out of the
+        buffer before it is handled. Holding `reading`."""
         try:
             data = os.read(self.fd, READ_CHUNK)
         except OSError:
             data = b""
         if not data:
-            self.finish()
+            if self.buffer and not self.ended:
+                # A last frame without its newline counts, as a line read to the end does.
+                line, self.buffer = bytes(self.buffer), bytearray()
+                self.take_line(line)
+            if not self.ended:
+                self.finish()
             return
+        searched = len(self.buffer)  # the buffer before this read has no newline
         self.buffer += data
-        start = 0
         while not self.ended:
-            end = self.buffer.find(b"\n", start)
+            end = self.buffer.find(b"\n", searched)
             if end < 0:
                 break
-            self.take_line(bytes(self.buffer[start:end + 1]))
-            start = end + 1
-        del self.buffer[:start]
+            line = bytes(self.buffer[:end + 1])
+            del self.buffer[:end + 1]
+            searched = 0
+            self.take_line(line)
         if not self.ended and len(self.buffer) > MAX_FRAME_BYTES:
             self.refuse("frame exceeds %d bytes" % MAX_FRAME_BYTES)
 
     def take_line(self, line):
-        if len(line) > MAX_FRAME_BYTES + 1:
-            self.refuse("frame exceeds %d bytes" % MAX_FRAME_BYTES)
-            return
+        """Takes one line in. Whatever it holds (too long, not JSON, nested past Python's
+        recursion limit, an id that cannot be a key) is a protocol error that ends the
+        connection, never an exception out of the loop."""
         try:
-            frame = parse_frame(line)
-        except (ValueError, UnicodeDecodeError) as exc:
-            self.refuse(str(exc))
-            return
-        if not self.accept(frame):
-            self.finish()
+            if len(line) > MAX_FRAME_BYTES + 1:
+                raise ValueError("frame exceeds %d bytes" % MAX_FRAME_BYTES)
+            if not self.accept(parse_frame(line)):
+                self.finish()
+        except OSError:
+            self.finish()  # the answers cannot be written: the connection is over
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            self.refuse(str(exc) or type(exc).__name__)
 
     def refuse(self, why):
-        self.send(protocol_error("malformed frame: %s" % why))
+        try:
+            self.send(protocol_error("malformed frame: %s" % why))
+        except OSError:
+            pass
         self.finish()
 
     def next_frame(self):
         """The next frame to run, read on this (the main) thread if none is waiting; None at
         the end. Idle, it polls for `spin` seconds, then sleeps until input comes."""
         with self.reading:
+            # Read what came first, even with frames waiting: a cancel of one of them must be
+            # seen before it starts.
+            if not self.ended and self.poller.poll(0):
+                self.take_in()
             while not self.pending:
                 if self.spin > 0:
                     until = time.monotonic() + self.spin
@@ -128,7 +145,9 @@ class StdioChannel(Channel):
         poller.register(self.fd, select.POLLIN)
         while not self.ended:
             self.watching.wait()
-            if not poller.poll(WATCH_POLL_S * 1000) or not self.reading.acquire(blocking=False):
+            readable = poller.poll(WATCH_POLL_S * 1000)
+            self.release(ANSWER_GATHER_S)  # a batch's answers held while a slow call runs
+            if not readable or not self.reading.acquire(blocking=False):
                 continue  # nothing came, or the main thread is reading (its frame is done)
             try:
                 if self.watching.is_set() and not self.ended and poller.poll(0):

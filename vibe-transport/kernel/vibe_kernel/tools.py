@@ -42,7 +42,7 @@ REGISTRY = load_registry()
 def runs_briefly(name):
     """Whether a call of `name` is over in moments: a tool of the quick time class that is not
     agent code (which runs as long as its code does). Unknown names are refused at once."""
-    spec = REGISTRY.get(name)
+    spec = REGISTRY.get(name) if isinstance(name, str) else None
     return spec is None or (spec.get("quick", True) and "code_exec" not in spec["capabilities"])
 
 

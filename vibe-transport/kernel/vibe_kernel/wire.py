@@ -128,7 +128,7 @@ class Kernel:
         shared.record_load({"event": "file_loaded", "file": shared.file, "transaction_dropped": dropped})
 
     def call(self, name, params):
-        entry = tools.TOOLS.get(name)
+        entry = tools.TOOLS.get(name) if isinstance(name, str) else None
         if entry is None:
             return err("contract_violation", "unknown tool %r" % name, tool=name)
         fn, mutates, capabilities = entry
