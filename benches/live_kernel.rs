@@ -16,7 +16,9 @@
 //! * `pipeline/<tool>`: through a [`Pipeline`] with an [`AuditWriter`] on a file (every stage,
 //!   the audit records), and `pipeline_no_audit/object.info` without the writer;
 //! * `.../object.info_batched`: 100 `object.info` calls as one batch
-//!   ([`Transport::call_batch`], [`Pipeline::call_batch`]), per call (throughput 100).
+//!   ([`Transport::call_batch`], [`Pipeline::call_batch`]), per call (throughput 100);
+//!   `transport/object.info_concurrent`: the same 100 calls made at once, each on its own
+//!   (pipelined frames, as an MCP host's concurrent requests arrive), per call.
 //!
 //! `live/raw_pipe/round_trip` is the floor of any round trip on the machine: the same Python
 //! without Blender answering a request line with a ready answer line over pipes.
@@ -393,6 +395,14 @@ fn live(c: &mut Criterion) {
             let answers = rt.block_on(transport.call_batch(calls));
             assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|e| e.is_ok())));
         });
+        // The same 100 calls made at once, each on its own (as an MCP host's concurrent
+        // requests reach the pipeline): pipelined frames, no batch.
+        let name = "transport/object.info_concurrent";
+        bench_calls(&mut group, &figures, target, name, BATCH as u64, || {
+            let calls = (0..BATCH).map(|_| transport_call("object.info", info.clone()));
+            let answers = rt.block_on(futures::future::join_all(calls));
+            assert!(answers.into_iter().all(|ok| ok));
+        });
         let name = "pipeline/object.info_batched";
         bench_calls(&mut group, &figures, target, name, BATCH as u64, || {
             let calls = (0..BATCH)
@@ -478,6 +488,14 @@ fn summary(figures: &Figures) {
             &format!("{size}/transport/object.info_batched"),
             &format!("{size}/in_process_json/object.info"),
             "<= 1.15x",
+        );
+        ratio(
+            &format!(
+                "{size}: object.info, 100 at once, per call, transport vs in-process with JSON"
+            ),
+            &format!("{size}/transport/object.info_concurrent"),
+            &format!("{size}/in_process_json/object.info"),
+            "no target: concurrent requests, unbatched",
         );
         ratio(
             &format!("{size}: object.info, pipeline with audit vs transport"),

@@ -201,6 +201,30 @@ class StdioLoopTest(unittest.TestCase):
         os.close(read_end)
         self.assertEqual(bpy.data.objects["Cube"].location.x, 1.0)
 
+    def test_a_cancel_that_comes_while_code_is_checked_stops_it_as_it_starts(self):
+        from vibe_kernel import codeexec
+        self.k.state.configure({"session_id": "s", "capabilities": CAPABILITIES})
+        checked = codeexec.check
+
+        def check_then_cancel(tree):
+            self.k.cancel(2)  # the cancel arrives while the gate reads the code
+            return checked(tree)
+
+        codeexec.check = check_then_cancel
+        try:
+            answer = self.k.handle({"type": "call", "id": 2, "tool": "python.exec", "deadline_ms": 30000,
+                                    "params": {"code": "import bpy\nbpy.data.objects['Cube'].location.x = 5"}})
+        finally:
+            codeexec.check = checked
+        error = answer["envelope"]["error"]
+        self.assertEqual(error["code"], "timeout", error)
+        self.assertTrue(error["details"]["cancelled"], error)
+        self.assertEqual(bpy.data.objects["Cube"].location.x, 0.0)
+        # The next call is not cancelled by it.
+        answer = self.k.handle({"type": "call", "id": 3, "tool": "python.exec", "deadline_ms": 30000,
+                                "params": {"code": "import bpy\nbpy.data.objects['Cube'].location.x = 5"}})
+        self.assertTrue(answer["envelope"]["ok"], answer)
+
     def test_the_idle_spin_is_bounded_and_can_be_turned_off(self):
         os.environ["VIBE_KERNEL_SPIN_US"] = "0"
         try:

@@ -13,6 +13,7 @@ import builtins
 import gc
 import io
 import sys
+import threading
 import traceback
 
 from . import confine
@@ -33,8 +34,29 @@ SAFE_BUILTINS = ["abs", "all", "any", "bool", "bytes", "callable", "chr", "dict"
                  "__build_class__"]
 MAX_STDOUT_CHARS = 65536
 
-# The run in progress (at most one: the kernel serves one call at a time), for a cancel.
+# The run in progress (at most one: the kernel serves one call at a time), for a cancel; and
+# whether the call being served was cancelled before its code started (while it was checked or
+# its rollback point saved). Both under RUN_LOCK.
 RUNNING = None
+CANCELLED_EARLY = False
+RUN_LOCK = threading.Lock()
+
+
+def new_call():
+    """A call starts: no cancel of it yet."""
+    global CANCELLED_EARLY
+    with RUN_LOCK:
+        CANCELLED_EARLY = False
+
+
+def cancel_running():
+    """A cancel of the call being served: the run in progress to stop, or None when its code has
+    not started, which then stops as soon as it starts."""
+    global CANCELLED_EARLY
+    with RUN_LOCK:
+        if RUNNING is None:
+            CANCELLED_EARLY = True
+        return RUNNING
 
 
 class AgentError(Exception):
@@ -104,7 +126,10 @@ def run(code, deadline_s, tree=None):
     scope = {"__builtins__": builtins.__dict__ if ungated else safe_builtins(), "__name__": "__agent__"}
     global RUNNING
     deadline = Deadline(deadline_s)
-    RUNNING = deadline
+    with RUN_LOCK:
+        RUNNING = deadline
+        if CANCELLED_EARLY:
+            deadline.stop_now()
     failure = None
     saved_stdout = sys.stdout
     try:

@@ -216,8 +216,10 @@ class Kernel:
             if self.state.loads_reported < self.shared.loads:
                 self.state.seen.clear()  # a file was loaded since: the pointers it holds are stale
             self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
+            from . import codeexec
             with self.lock:
                 self.running = (session, call_id)
+                codeexec.new_call()
             try:
                 envelope = self.call(frame.get("tool"), frame.get("params", {}))
             finally:
@@ -308,7 +310,7 @@ class Kernel:
         session = channel.session if channel is not None else None
         with self.lock:
             if self.running == (session, call_id):
-                running, queued = codeexec.RUNNING, None
+                running, queued = codeexec.cancel_running(), None
             elif channel is not None and call_id in channel.queued:
                 running, queued = None, channel.queued.pop(call_id)
                 channel.skipped.add(call_id)
