@@ -233,9 +233,10 @@ def inventory(k):
             "data": data.name if data is not None else None,
             "collections": sorted(linked.get(pointer, ())),
             "in_scene": pointer in in_scene,
-            "modifiers": [m.name for m in obj.modifiers],
-            "constraints": [c.name for c in obj.constraints],
-            "vertex_groups": [g.name for g in obj.vertex_groups],
+            # keys(): the names in one call, not an RNA object per item (a third of the time).
+            "modifiers": obj.modifiers.keys(),
+            "constraints": obj.constraints.keys(),
+            "vertex_groups": obj.vertex_groups.keys(),
         }
     return records
 

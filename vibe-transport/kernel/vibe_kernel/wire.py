@@ -24,7 +24,7 @@ import time
 
 import bpy
 
-from . import confine, exchange, lock, snapshot, tools
+from . import codeexec, confine, exchange, lock, snapshot, tools
 from .index import SCENE_INDEX
 from .envelope import Refusal, err, from_exception, json_safe, ok
 from .state import ORPHAN_GRACE_S, Session, Shared
@@ -216,7 +216,6 @@ class Kernel:
             if self.state.loads_reported < self.shared.loads:
                 self.state.seen.clear()  # a file was loaded since: the pointers it holds are stale
             self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
-            from . import codeexec
             with self.lock:
                 self.running = (session, call_id)
                 codeexec.new_call()
@@ -305,8 +304,6 @@ class Kernel:
         render, a save) cannot be stopped from here, and the bridge's supervisor kills the
         kernel. A call still queued is answered now, as cancelled before it started, and is not
         run. A finished or unknown id is ignored: ids are each connection's own."""
-        from . import codeexec
-
         session = channel.session if channel is not None else None
         with self.lock:
             if self.running == (session, call_id):
