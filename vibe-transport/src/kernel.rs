@@ -41,26 +41,29 @@
 //! VM (Firecracker) with bpy 5.0.1 headless over stdio; each figure beside baselines of the
 //! same run (the bench prints the ratios; reported, not asserted):
 //!
-//! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects: ~11-12 us in-process,
+//! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects: ~12 us in-process,
 //!   ~18 us with the answer encoded (a scene index answers collection membership and names,
 //!   instead of Blender's per-object scans: it was 54 / 90 / 164 us before). Through the
-//!   transport 35 / 37 / 35 us, 1.98-2.04x the handler with JSON and 1.56-1.61x the machine's
-//!   floor plus the handler (the floor: the same Python answering a ready line over pipes, no
-//!   Blender, both sides polling before they sleep, 4.8 us). It was ~130-175 us: the kernel
-//!   read frames on a thread of its own and handed each to the main thread, and both sides
-//!   slept between frames; waking a sleeping CPU of this VM costs ~30-60 us, so a sleeping
-//!   pipe round trip alone measured ~70 us. The stdio kernel now reads on its main thread and
-//!   both sides poll briefly before they sleep (PROTOCOL.md §5).
-//! * Batched (100 calls in one frame): 23-24 us per call, 1.28-1.35x the handler with JSON.
-//! * Through the pipeline with the audit writer on a file: 1.13-1.30x the transport; the
-//!   audit writer adds 8-22% (it wakes once per burst of records, not per record; before that
+//!   transport ~35 us at each size, 1.92-1.99x the handler with JSON and 1.51-1.55x the
+//!   machine's floor plus the handler (the floor: the same Python answering a ready line over
+//!   pipes, no Blender, both sides polling before they sleep, 4.9 us). It was ~130-145 us the
+//!   same day: the kernel read frames on a thread of its own and handed each to the main
+//!   thread, and both sides slept between frames; waking a sleeping CPU of this VM costs
+//!   ~30-60 us, so a round trip over pipes that sleeps measured ~70 us. The stdio kernel now
+//!   reads on its main thread and both sides poll briefly before they sleep (PROTOCOL.md §5).
+//! * Batched (100 calls in one frame): 24-26 us per call, 1.36-1.46x the handler with JSON.
+//!   The same 100 calls made at once without a batch: ~33 us per call.
+//! * Through the pipeline with the audit writer on a file: 1.20-1.34x the transport; the
+//!   audit writer adds 5-19% (it wakes once per burst of records, not per record; before that
 //!   change the pipeline with audit was ~2.1x the transport once the transport got fast).
-//! * `object.move`: 22 us in-process, 30-34 us with JSON, 53-54 us through the transport.
-//! * `scene.snapshot`: 16 / 33 / 71 ms in-process with JSON at 1k / 2k / 4k objects (linear;
-//!   it was quadratic), 18 / 40 / 80 ms through the transport with the bridge's sealing: 4k is
-//!   2.01x 2k.
+//! * `object.move`: ~22 us in-process, 31-33 us with JSON, 53-57 us through the transport.
+//! * `scene.snapshot`: 17 / 34 / 72 ms in-process with JSON at 1k / 2k / 4k objects (linear;
+//!   it was quadratic), 20 / 41 / 85 ms through the transport with the bridge's sealing: 4k is
+//!   2.09x 2k.
 //! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: ~0.2 ms through the
-//!   transport (it was 24 ms): code the kernel proves read-only needs no rollback point.
+//!   transport (it was 24 ms): code the kernel proves read-only needs no rollback point. Code
+//!   that writes saves a rollback point and takes the lock's inventories: ~18 ms at 1,000
+//!   objects, in-process.
 //! * `transaction.begin` + `rollback` saves a copy and reopens it: it grows with the scene.
 
 use std::path::{Path, PathBuf};
