@@ -37,25 +37,30 @@ class StdioLoopTest(unittest.TestCase):
         self.k = Kernel()
         self.k.state.features.add("code_exec")
 
+    def serve_fed(self, feed, write):
+        """Serves a pipe on this thread while `feed(write_end)` writes it on another (and closes
+        it); answers go to `write(bytes)`."""
+        read_end, write_end = os.pipe()
+        feeder = threading.Thread(target=feed, args=(write_end,))
+        feeder.start()
+        try:
+            stdio.serve_stdio(self.k, read_end, write)
+        finally:
+            feeder.join()
+            os.close(read_end)
+
     def serve(self, chunks, pause=0.0):
         """Serves a pipe fed with `chunks` (bytes each, `pause` seconds apart, then closed) on
         this thread; the frames written back, after the hello."""
-        read_end, write_end = os.pipe()
         writes = []
 
-        def feed():
+        def feed(write_end):
             for chunk in chunks:
                 os.write(write_end, chunk)
                 time.sleep(pause)
             os.close(write_end)
 
-        feeder = threading.Thread(target=feed)
-        feeder.start()
-        try:
-            stdio.serve_stdio(self.k, read_end, writes.append)
-        finally:
-            feeder.join()
-            os.close(read_end)
+        self.serve_fed(feed, writes.append)
         frames = [json.loads(text) for chunk in writes for text in chunk.decode().splitlines()]
         self.assertEqual(frames[0]["type"], "hello")
         return frames[1:]
@@ -153,22 +158,14 @@ class StdioLoopTest(unittest.TestCase):
         batch = {"type": "batch", "calls": [
             {"id": 1, "tool": "object.info", "params": {"name": "Cube"}, "deadline_ms": 60000},
             {"id": 2, "tool": "scene.snapshot", "params": {}, "deadline_ms": 60000}]}
-        read_end, write_end = os.pipe()
         writes = []
 
-        def write(data):
-            writes.append((time.monotonic(), data))
-
-        def feed():
+        def feed(write_end):
             os.write(write_end, line(configure()) + line(batch))
             time.sleep(2)  # the input stays open while the batch runs
             os.close(write_end)
 
-        feeder = threading.Thread(target=feed)
-        feeder.start()
-        stdio.serve_stdio(self.k, read_end, write)
-        feeder.join()
-        os.close(read_end)
+        self.serve_fed(feed, lambda data: writes.append((time.monotonic(), data)))
         by_id = {json.loads(text).get("id"): at for at, chunk in writes for text in chunk.decode().splitlines()}
         self.assertLess(by_id[1], by_id[2])  # written on its own, while the snapshot ran
 
@@ -179,13 +176,12 @@ class StdioLoopTest(unittest.TestCase):
             if broken:
                 raise BrokenPipeError(32, "Broken pipe")
 
-        read_end, write_end = os.pipe()
         sleep = {"type": "call", "id": 2, "tool": "python.exec", "params": {"code": "import time\ntime.sleep(0.4)"},
                  "deadline_ms": 9000}
         move = {"type": "call", "id": 3, "tool": "object.move", "params": {"name": "Cube", "delta": [1, 0, 0]},
                 "deadline_ms": 9000}
 
-        def feed():
+        def feed(write_end):
             os.write(write_end, line(configure()) + line(sleep))
             time.sleep(0.1)
             broken.append(True)
@@ -194,11 +190,7 @@ class StdioLoopTest(unittest.TestCase):
             os.write(write_end, line(info(5)))
             os.close(write_end)
 
-        feeder = threading.Thread(target=feed)
-        feeder.start()
-        stdio.serve_stdio(self.k, read_end, write)
-        feeder.join()
-        os.close(read_end)
+        self.serve_fed(feed, write)
         self.assertEqual(bpy.data.objects["Cube"].location.x, 1.0)
 
     def test_a_cancel_that_comes_while_code_is_checked_stops_it_as_it_starts(self):
