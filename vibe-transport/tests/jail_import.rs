@@ -52,13 +52,7 @@ async fn jailed(sandbox: &Path, gate_off: bool) -> StdioTransport {
     let transport = StdioTransport::spawn(options).await.unwrap();
     assert!(transport.hello().blender.confinement.is_jailed());
     let session = SessionConfig::new("import-attack")
-        .capabilities([
-            "scene.read",
-            "scene.write",
-            "transactions",
-            "file.read",
-            "file.write",
-        ])
+        .capabilities(support::session::FILE_SESSION_CAPABILITIES)
         .sandbox(sandbox.canonicalize().unwrap().to_string_lossy());
     assert!(transport.configure(&session).await.unwrap().is_ok());
     transport

@@ -4,6 +4,9 @@ use serde_json::{Value, json};
 use vibe_contract::SanityLimits;
 use vibe_errors::{Envelope, ErrorCode, Reason};
 use vibe_transport::mock::{MockBlender, Modifier, Object, ObjectData, ObjectType, Scene};
+
+#[path = "support/session.rs"]
+mod session;
 use vibe_transport::{FaultPlan, SessionConfig, snapshot};
 
 fn ok(mock: &mut MockBlender, tool: &str, params: Value) -> Value {
@@ -763,13 +766,7 @@ fn configure(
     roots: &[&str],
 ) -> Envelope {
     let mut session = SessionConfig::new(session_id)
-        .capabilities([
-            "scene.read",
-            "scene.write",
-            "transactions",
-            "file.read",
-            "file.write",
-        ])
+        .capabilities(session::FILE_SESSION_CAPABILITIES)
         .project_roots(roots.iter().copied())
         .time_per_tool_ms(1000);
     session.sandbox = sandbox.map(String::from);

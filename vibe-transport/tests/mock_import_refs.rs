@@ -6,6 +6,9 @@
 use serde_json::{Value, json};
 use vibe_errors::{Envelope, ErrorCode};
 use vibe_transport::mock::MockBlender;
+
+#[path = "support/session.rs"]
+mod session;
 use vibe_transport::{SessionConfig, snapshot};
 
 /// Three vertices of a triangle as 9 little-endian floats, then its indices as 3 u32.
@@ -53,13 +56,7 @@ impl Setup {
         }
         let mut mock = MockBlender::new().with_files();
         let session = SessionConfig::new("agent")
-            .capabilities([
-                "scene.read",
-                "scene.write",
-                "transactions",
-                "file.read",
-                "file.write",
-            ])
+            .capabilities(session::FILE_SESSION_CAPABILITIES)
             .sandbox(sandbox.path().to_string_lossy());
         assert!(matches!(mock.configure(&session), Envelope::Ok(_)));
         Setup {

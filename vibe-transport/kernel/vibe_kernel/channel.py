@@ -106,16 +106,12 @@ class Channel:
             self.held.append(answer)
 
     def release(self, older_than=0.0):
-        """Writes the answers held, if the first of them has waited `older_than` seconds. A
-        connection that broke is marked closed (its reader ends it)."""
+        """Writes the answers held, if the first of them has waited `older_than` seconds."""
         with self.hold_lock:
             if not self.held or time.monotonic() - self.held_since < older_than:
                 return
             held, self.held = self.held, []
-            try:
-                self.send(*held)
-            except OSError:
-                self.closed = True
+            send_quietly(self, held)
 
     def queue_calls(self, calls):
         """Notes calls read and not yet started, so that a cancel can answer them at once."""

@@ -10,8 +10,8 @@ import os
 import bpy
 
 from . import confine, files, import_guard, import_refs, lock
-from .envelope import Refusal, invalid, not_found
-from .tools import (check_name, collection_by_name, default_collection, has_collection, opt_str, req_str, resolve,
+from .envelope import Refusal, invalid
+from .tools import (opt_str, req_str, resolve, target_collection,
                     scene_objects, tool)
 
 FORMATS = ("gltf", "glb", "obj", "fbx", "stl", "usd")
@@ -134,16 +134,6 @@ def run_operator(op, **options):
 
 
 # ---------------------------------------------------------------- import
-
-def target_collection(params):
-    name = opt_str(params, "collection")
-    if name is None:
-        return default_collection()
-    check_name("collection", name)
-    if not has_collection(name):
-        raise not_found("collection", "collection", name)
-    return collection_by_name(name)
-
 
 # What an import makes that counts as the agent's for the actuator lock, beside its objects.
 MADE_KINDS = (("material", "materials"), ("image", "images"), ("action", "actions"), ("node_group", "node_groups"))

@@ -7,8 +7,9 @@ import bpy
 
 from . import lock, look
 from .envelope import invalid, not_found
-from .tools import (MASTER, check_name, collection_by_name, collection_parent, default_collection, find_collection,
-                    floats, has_collection, object_json, opt_num, opt_str, opt_vec, req_str, resolve, tool)
+from .tools import (MASTER, check_name, collection_by_name, collection_parent, find_collection,
+                    floats, has_collection, object_json, opt_num, opt_str, opt_vec, req_str, resolve, target_collection,
+                    tool)
 
 
 @tool("scene.create_collection")
@@ -38,16 +39,6 @@ def create_collection(k, params):
 
 
 # ---------------------------------------------------------------- creation
-
-def target_collection(params):
-    coll = opt_str(params, "collection")
-    if coll is None:
-        return default_collection()
-    check_name("collection", coll)
-    if not has_collection(coll):
-        raise not_found("collection", "collection", coll)
-    return collection_by_name(coll)
-
 
 def new_object(k, params, make_data):
     """Checks every argument, then creates the object named exactly `name`."""

@@ -185,6 +185,17 @@ def default_collection():
     return children[0] if children else scene().collection
 
 
+def target_collection(params):
+    """The collection `params` names in "collection" (it must exist), else the default one."""
+    name = opt_str(params, "collection")
+    if name is None:
+        return default_collection()
+    check_name("collection", name)
+    if not has_collection(name):
+        raise not_found("collection", "collection", name)
+    return collection_by_name(name)
+
+
 def surface_materials():
     return sorted((m for m in bpy.data.materials if not m.is_grease_pencil), key=lambda m: m.name)
 

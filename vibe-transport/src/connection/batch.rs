@@ -149,29 +149,12 @@ impl Connection {
         calls: &[Call],
     ) -> Vec<Option<Received>> {
         let mut early: Vec<Option<Received>> = waiting.iter().map(|_| None).collect();
-        if self.busy_poll.is_zero() {
-            return early;
-        }
-        let mut next = 0; // answers come in order: the first not yet taken
-        let mut progress = std::time::Instant::now();
-        while next < waiting.len() {
-            let (position, _, receiver) = &mut waiting[next];
-            match receiver.try_recv() {
-                Ok(answer) => early[next] = Some(Ok(answer)),
-                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {
-                    if progress.elapsed() >= self.busy_poll
-                        || calls[*position].cancel.is_cancelled()
-                    {
-                        break;
-                    }
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                // Failed or taken apart: the usual wait says why.
-                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => break,
+        // Answers come in order: each poll's window starts at the answer before.
+        for ((position, _, receiver), slot) in waiting.iter_mut().zip(&mut early) {
+            match super::poll_briefly(receiver, self.busy_poll, &calls[*position].cancel).await {
+                Some(answer) => *slot = Some(answer),
+                None => break,
             }
-            next += 1;
-            progress = std::time::Instant::now();
         }
         early
     }

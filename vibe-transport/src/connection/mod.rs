@@ -474,12 +474,8 @@ impl Connection {
         cancel: &CancellationToken,
     ) -> Result<Envelope, TransportError> {
         let until = start + deadline;
-        let polled = if self.busy_poll.is_zero() {
-            None
-        } else {
-            poll_briefly(&mut receiver, self.busy_poll, cancel).await
-        };
-        let first = if let Some(answer) = polled {
+        let first = if let Some(answer) = poll_briefly(&mut receiver, self.busy_poll, cancel).await
+        {
             Some(answer)
         } else {
             tokio::select! {
@@ -757,9 +753,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
     }
 }
 
-/// The answer, if it comes within `window`: until then the task yields instead of sleeping,
-/// and each yield lets the runtime poll its I/O driver without blocking, so the connection's
-/// reader task takes the answer in as soon as it is there. Stops early on a cancel.
+/// The answer, if it comes within `window` (zero: if it is there already). Until then the task
+/// yields instead of sleeping, and each yield lets the runtime poll its I/O driver without
+/// blocking, so the connection's reader task takes the answer in as soon as it is there. Stops
+/// early on a cancel.
 async fn poll_briefly(
     receiver: &mut oneshot::Receiver<Result<Envelope, TransportError>>,
     window: Duration,
