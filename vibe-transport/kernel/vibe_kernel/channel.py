@@ -44,6 +44,12 @@ def refuse_constant(name):
     raise ValueError("%s is not JSON" % name)
 
 
+# Built once: json.loads and json.dumps with options build a new decoder or encoder per call,
+# which costs more than a small frame's parsing.
+DECODER = json.JSONDecoder(parse_constant=refuse_constant)
+ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def parse_frame(line):
     """The frame on one line read (None at the end of the stream). ValueError when the line is
     too long, not JSON, or not an object with a type."""
@@ -51,14 +57,14 @@ def parse_frame(line):
         return None
     if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
         raise ValueError("frame exceeds %d bytes" % MAX_FRAME_BYTES)
-    frame = json.loads(line.decode("utf-8"), parse_constant=refuse_constant)
+    frame = DECODER.decode(line.decode("utf-8"))
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise ValueError("a frame must be a JSON object with a type")
     return frame
 
 
 def encode(frame):
-    return (json.dumps(frame, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    return (ENCODER.encode(frame) + "\n").encode("utf-8")
 
 
 def encode_answer(frame):
@@ -93,7 +99,7 @@ class Channel:
     def send(self, *frames):
         """Writes frames, in one write. A frame that is not JSON (a non-finite number from a
         request) is replaced by an error answer, never fatal to the loop."""
-        data = b"".join(encode_answer(frame) for frame in frames)
+        data = b"".join(map(encode_answer, frames))
         with self.write_lock:
             if data and not self.closed:
                 self.write_bytes(data)

@@ -75,7 +75,8 @@ class StdioChannel(Channel):
 
     def take_in(self):
         """Reads what `fd` has (it was readable) and takes each whole line in, each out of the
-        buffer before it is handled. Holding `reading`."""
+        buffer before it is handled; whole lines read at once never pass through the buffer.
+        Holding `reading`."""
         try:
             data = os.read(self.fd, READ_CHUNK)
         except OSError:
@@ -88,16 +89,24 @@ class StdioChannel(Channel):
             if not self.ended:
                 self.finish()
             return
-        searched = len(self.buffer)  # the buffer before this read has no newline
-        self.buffer += data
+        start = 0
+        if self.buffer:  # a frame read in pieces: copied once, when its newline comes
+            end = data.find(b"\n")
+            if end < 0:
+                self.buffer += data
+                data = b""
+            else:
+                line, self.buffer = bytes(self.buffer) + data[:end + 1], bytearray()
+                start = end + 1
+                self.take_line(line)
         while not self.ended:
-            end = self.buffer.find(b"\n", searched)
+            end = data.find(b"\n", start)
             if end < 0:
                 break
-            line = bytes(self.buffer[:end + 1])
-            del self.buffer[:end + 1]
-            searched = 0
+            line, start = data[start:end + 1], end + 1
             self.take_line(line)
+        if not self.ended and start < len(data):
+            self.buffer += memoryview(data)[start:]
         if not self.ended and len(self.buffer) > MAX_FRAME_BYTES:
             self.refuse("frame exceeds %d bytes" % MAX_FRAME_BYTES)
 
@@ -131,11 +140,13 @@ class StdioChannel(Channel):
             if not self.ended and self.poller.poll(0):
                 self.take_in()
             while not self.pending:
+                ready = False
                 if self.spin > 0:
                     until = time.monotonic() + self.spin
-                    while not self.poller.poll(0) and time.monotonic() < until:
+                    while not (ready := self.poller.poll(0)) and time.monotonic() < until:
                         pass
-                self.poller.poll()
+                if not ready:
+                    self.poller.poll()
                 self.take_in()
             return self.pending.popleft()
 
