@@ -229,20 +229,17 @@ def run_frame(kernel, channel, frame):
     long, and at the end, whatever is done is written, so the bridge reads it while the rest
     runs. While a brief call turns out slow, the stdio kernel's watcher writes what is held."""
     if frame.get("type") != "batch":
-        if frame.get("type") == "call" and not kernel.start(channel, frame.get("id")):
-            return  # cancelled while queued: its connection answered already
-        answer = kernel.handle(frame, channel.session)
+        answer = kernel.handle(frame, channel.session, channel)
         if answer is not None:
             send_quietly(channel, [answer])
         return
     try:
         for call in frame["calls"]:
             call = dict(call, type="call")
-            channel.release(0.0 if not tools.runs_briefly(call.get("tool")) else ANSWER_GATHER_S)
-            if not kernel.start(channel, call.get("id")):
-                continue  # cancelled while queued: its connection answered already
-            answer = kernel.handle(call, channel.session)
-            if answer is not None:
+            if channel.held:
+                channel.release(0.0 if not tools.runs_briefly(call.get("tool")) else ANSWER_GATHER_S)
+            answer = kernel.handle(call, channel.session, channel)
+            if answer is not None:  # None: cancelled while queued, and answered already
                 channel.hold(answer)
     finally:
         channel.release()

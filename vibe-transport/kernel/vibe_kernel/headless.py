@@ -16,11 +16,12 @@ def serve_stdio(kernel):
     frames_fd = os.dup(1)
     os.dup2(2, 1)  # Blender's C-level prints now go to stderr, off the frame stream.
     sys.stdout = sys.stderr
-    out = os.fdopen(frames_fd, "wb", buffering=0)
 
     def write(data):
-        out.write(data)
-        out.flush()
+        # os.write may write part of a large answer (a signal in the middle): the rest follows.
+        view = memoryview(data)
+        while view:
+            view = view[os.write(frames_fd, view):]
 
     stdio.serve_stdio(kernel, sys.stdin.fileno(), write)
 

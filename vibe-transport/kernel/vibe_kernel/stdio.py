@@ -135,9 +135,9 @@ class StdioChannel(Channel):
         """The next frame to run, read on this (the main) thread if none is waiting; None at
         the end. Idle, it polls for `spin` seconds, then sleeps until input comes."""
         with self.reading:
-            # Read what came first, even with frames waiting: a cancel of one of them must be
-            # seen before it starts.
-            if not self.ended and self.poller.poll(0):
+            # With frames waiting, read what came first: a cancel of one of them must be seen
+            # before it starts. (With none, the spin below reads.)
+            if self.pending and not self.ended and self.poller.poll(0):
                 self.take_in()
             while not self.pending:
                 ready = False

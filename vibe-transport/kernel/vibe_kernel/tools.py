@@ -39,11 +39,16 @@ def load_registry():
 REGISTRY = load_registry()
 
 
+# Tools that may run long: not of the quick time class, or agent code (which runs as long as
+# its code does). Looked up once per frame, so a set.
+MAY_RUN_LONG = frozenset(name for name, spec in REGISTRY.items()
+                         if not spec.get("quick", True) or "code_exec" in spec["capabilities"])
+
+
 def runs_briefly(name):
-    """Whether a call of `name` is over in moments: a tool of the quick time class that is not
-    agent code (which runs as long as its code does). Unknown names are refused at once."""
-    spec = REGISTRY.get(name) if isinstance(name, str) else None
-    return spec is None or (spec.get("quick", True) and "code_exec" not in spec["capabilities"])
+    """Whether a call of `name` is over in moments (not in MAY_RUN_LONG). Unknown names, and
+    names that are not even strings, are refused at once."""
+    return not isinstance(name, str) or name not in MAY_RUN_LONG
 
 
 def tool(name, keeps_structure=False):

@@ -205,20 +205,27 @@ class Kernel:
         if tx is not None and tx[2] == session.session_id and session.session_id not in live_sessions:
             self.shared.orphaned_at = time.monotonic()
 
-    def handle(self, frame, session=None):
+    def handle(self, frame, session=None, channel=None):
         """The answer frame to one request frame (None for frames without an answer), run
-        in `session` (a connection's own; the kernel's default one if None)."""
+        in `session` (a connection's own; the kernel's default one if None). A call that
+        `channel` queued (Channel.queue_calls) and a cancel reached meanwhile is not run, and
+        None is returned: its connection answered it already."""
         if session is not None:
             self.state = session
         kind = frame.get("type")
         if kind == "call":
             call_id = frame.get("id")
+            with self.lock:
+                if channel is not None:
+                    if call_id in channel.skipped:
+                        channel.skipped.discard(call_id)
+                        return None
+                    channel.queued.pop(call_id, None)
+                self.running = (session, call_id)
+                codeexec.new_call()
             if self.state.loads_reported < self.shared.loads:
                 self.state.seen.clear()  # a file was loaded since: the pointers it holds are stale
             self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
-            with self.lock:
-                self.running = (session, call_id)
-                codeexec.new_call()
             try:
                 envelope = self.call(frame.get("tool"), frame.get("params", {}))
             finally:
@@ -319,12 +326,3 @@ class Kernel:
             channel.send({"type": "result", "id": call_id, "envelope": err(
                 "timeout", "%s was cancelled before it started" % queued,
                 cancelled=True, partial_effects="none: the call never started")})
-
-    def start(self, channel, call_id):
-        """Whether `channel`'s queued call `call_id` is to run now (not cancelled meanwhile)."""
-        with self.lock:
-            if call_id in channel.skipped:
-                channel.skipped.discard(call_id)
-                return False
-            channel.queued.pop(call_id, None)
-            return True
