@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel.channel import encode  # noqa: E402
+from vibe_kernel.channel import encode_answer  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 
 CAPABILITIES = ["scene.read", "scene.write", "transactions", "code_exec"]
@@ -40,7 +40,7 @@ def timed(k, tool, params, iters, with_json):
     for i in range(iters):
         envelope = k.call(tool, params)
         if with_json:
-            encode({"type": "result", "id": i, "envelope": envelope})
+            encode_answer({"type": "result", "id": i, "envelope": envelope})
     return time.perf_counter_ns() - start
 
 

@@ -3,7 +3,11 @@
 Every envelope leaves here JSON-safe: the wire encodes with `allow_nan=False` (a NaN there would
 end the kernel's loop) and the bridge's JSON parser refuses unpaired surrogates (a `\\ud800`
 escape would halt it). So `ok` and `err` check each envelope and, when needed, turn non-finite
-numbers into null (listing where, under `non_finite`) and escape unpaired surrogates."""
+numbers into null (listing where, under `non_finite`) and escape unpaired surrogates.
+
+A success envelope whose result is JSON-safe as it is (nearly all) is a `Checked` one: its check
+was encoding the result, and that text is kept and written as the answer (channel.encode_answer),
+so a result is encoded once, not twice. Encoding is most of a quick call's cost."""
 
 import json
 import math
@@ -13,6 +17,19 @@ import traceback
 _FRAME = re.compile(r'File "[^"]*", line \d+(, in [^\s,:]+)?')
 _ABS_PATH = re.compile(r'(?<![\w.])(/[^\s"\'`(),;<>|]+|[A-Za-z]:[\\/][^\s"\'`(),;<>|]+)')
 MAX_MESSAGE_CHARS = 512
+
+
+# Built once (json.dumps with options builds an encoder per call): compact, and a non-finite
+# number is an error, as on the wire.
+ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+class Checked(dict):
+    """A success envelope found JSON-safe by encoding it; `text` is that encoding, which is what
+    the wire writes for it. Nothing changes a Checked envelope or its result afterwards: a change
+    is made to a plain copy (as wire.Kernel.tell_events does)."""
+
+    __slots__ = ("text",)
 
 
 class Refusal(Exception):
@@ -91,6 +108,14 @@ def json_safe(value):
 
 
 def ok(result):
+    try:
+        text = ENCODER.encode(result)
+    except (ValueError, TypeError):
+        text = None
+    if text is not None and "\\ud" not in text:  # as in json_safe
+        envelope = Checked(ok=True, result=result)
+        envelope.text = '{"ok":true,"result":' + text + "}"
+        return envelope
     result, non_finite = json_safe(result)
     if non_finite and isinstance(result, dict):
         # Blender held NaN or infinity there (a person or agent code can set them); null here.

@@ -262,6 +262,7 @@ class Kernel:
         if not events:
             return envelope
         if envelope.get("ok"):
+            envelope = dict(envelope)  # a plain copy: a Checked envelope's text has no events
             result = envelope["result"]
             if isinstance(result, dict):
                 meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
