@@ -22,6 +22,8 @@
 //!
 //! `live/raw_pipe/round_trip` is the floor of any round trip on the machine: the same Python
 //! without Blender answering a request line with a ready answer line over pipes.
+//! `live/raw_pipe/bridge` is the same answer through the whole [`StdioTransport`] (a kernel
+//! that says hello and answers each call at once): the bridge's own share of a call.
 //!
 //! The tools: `object.info` (of `E0500`), `object.move` (of the Cube), `scene.snapshot`, and
 //! `python.exec` of `print(1)` outside a transaction. After the criterion runs, a summary prints
@@ -188,6 +190,12 @@ impl RawPipe {
     }
 }
 
+/// A kernel that answers at once: the same interpreter without Blender, saying `hello` (argv 1)
+/// and answering each call with a ready envelope (argv 2) under the call's id, waiting for input
+/// as the real kernel does. Driven by the real [`StdioTransport`], it gives the bridge's own
+/// cost over the raw pipe: framing, ids, dispatch and the runtime.
+const ECHO_KERNEL: &str = "import json, os, select, sys, time\nos.write(1, sys.argv[1].encode() + b'\\n')\nenvelope = sys.argv[2].encode()\npoller = select.poll()\npoller.register(0, select.POLLIN)\nbuffer = b''\nwhile True:\n    until = time.monotonic() + 0.001\n    while not poller.poll(0) and time.monotonic() < until:\n        pass\n    data = os.read(0, 65536)\n    if not data:\n        break\n    buffer += data\n    while b'\\n' in buffer:\n        line, _, buffer = buffer.partition(b'\\n')\n        frame = json.loads(line)\n        if frame.get('type') == 'call':\n            os.write(1, b'{\"type\":\"result\",\"id\":%d,\"envelope\":%s}\\n' % (frame['id'], envelope))\n";
+
 /// Criterion figure `name` in `group`, on the scene of `size` objects: each iteration runs
 /// `once` (`calls` calls), and the time per call goes to `figures` as `size/name`.
 fn bench_calls(
@@ -301,6 +309,30 @@ fn live(c: &mut Criterion) {
             }
             let took = start.elapsed();
             figures.record("raw_pipe", took, iters);
+            took
+        })
+    });
+    let mut hello = serde_json::to_value(transport.hello()).unwrap();
+    hello["type"] = json!("hello");
+    let echo = rt
+        .block_on(StdioTransport::spawn(
+            StdioOptions::new(&python)
+                .arg("-c")
+                .arg(ECHO_KERNEL)
+                .arg(hello.to_string())
+                .arg(serde_json::to_string(&info_answer).unwrap()),
+        ))
+        .expect("the echo kernel starts");
+    let info = json!({"name": "E0500"});
+    c.bench_function("live/raw_pipe/bridge", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                let call = Call::new("object.info", info.clone(), DEADLINE);
+                assert!(rt.block_on(echo.call(call)).is_ok_and(|a| a.is_ok()));
+            }
+            let took = start.elapsed();
+            figures.record("bridge", took, iters);
             took
         })
     });
@@ -463,6 +495,12 @@ fn summary(figures: &Figures) {
     );
     if let Some(raw) = us("raw_pipe") {
         eprintln!("raw pipe round trip (no Blender, no tool): {raw:.1} us");
+        if let Some(bridge) = us("bridge") {
+            eprintln!(
+                "the bridge against a kernel that answers at once: {bridge:.1} us ({:.1} us over the raw pipe)",
+                bridge - raw
+            );
+        }
         for size in SIZES {
             if let (Some(t), Some(h)) = (
                 us(&format!("{size}/transport/object.info")),
