@@ -1,6 +1,7 @@
 //! The non-blocking writer: a bounded queue in front of a background thread that owns the log.
 //! Callers push and go on; the thread wakes once for a burst of records ([`GATHER`]), not once
-//! per record, so a call pays neither the hashing, the disk nor a thread wake-up.
+//! per record, so a call pays neither the hashing, the disk nor a thread wake-up. The records
+//! it wrote go back to the callers to be freed ([`SPENT_BYTES`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +36,18 @@ pub const MAX_BATCH: usize = 4096;
 /// [`AuditWriter::flush`], [`AuditWriter::record_durable`] and a half-full queue do not wait.
 pub const GATHER: Duration = Duration::from_millis(2);
 
+/// How much memory of the records written (their values, about) the background thread hands back
+/// for callers to free instead of freeing it itself. An event's values are many small
+/// allocations made on the caller's thread; freed on another thread they contend for the
+/// allocator's lock with the caller's own allocations (with glibc's malloc that cost more than
+/// the rest of the record, measured on the mock). A record larger than what is left of this is
+/// freed by the thread, so what waits to be freed stays bounded.
+pub const SPENT_BYTES: usize = 1 << 20;
+
+/// How many written records each push frees, at most: more than a call pushes, so the records
+/// handed back never pile up while calls come.
+const SPENT_PER_PUSH: usize = 4;
+
 enum Message {
     Record(Box<Event>),
     Flush(SyncSender<Result<(), String>>),
@@ -50,6 +63,10 @@ struct Queue {
     /// A flush or durable record waits: the thread writes now, without gathering.
     urgent: bool,
     closed: bool,
+    /// Records written, with the memory they hold ([`held_bytes`]), for the next callers to free.
+    spent: Vec<(Box<Event>, usize)>,
+    /// The memory `spent` holds, at most [`SPENT_BYTES`].
+    spent_bytes: usize,
 }
 
 struct Shared {
@@ -97,6 +114,8 @@ impl AuditWriter {
                 idle: false,
                 urgent: false,
                 closed: false,
+                spent: Vec::new(),
+                spent_bytes: 0,
             }),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -169,10 +188,19 @@ impl AuditWriter {
         queue.urgent |= urgent;
         let wake = urgent || queue.idle || queue.messages.len() * 2 >= queue.capacity;
         queue.idle = false;
+        let mut freed: [Option<Box<Event>>; SPENT_PER_PUSH] = Default::default();
+        for slot in &mut freed {
+            let Some((event, size)) = queue.spent.pop() else {
+                break;
+            };
+            queue.spent_bytes -= size;
+            *slot = Some(event);
+        }
         drop(queue);
         if wake {
             self.shared.work.notify_one();
         }
+        drop(freed); // on this thread, which made them, and outside the lock
         Ok(Some(()))
     }
 
@@ -282,6 +310,49 @@ fn next_batch(shared: &Shared) -> Vec<Message> {
     batch
 }
 
+/// About how much memory `event` holds: its strings and 32 bytes per value (walked without
+/// recursion, so any depth is fine). Not its sealed size: redaction can make that far smaller.
+fn held_bytes(event: &Event) -> usize {
+    let mut bytes = event.session.len() + event.tool.as_ref().map_or(0, String::len) + 64;
+    let mut stack: Vec<&serde_json::Value> = [&event.args, &event.envelope, &event.detail]
+        .into_iter()
+        .flatten()
+        .collect();
+    while let Some(value) = stack.pop() {
+        bytes += 32;
+        match value {
+            serde_json::Value::String(text) => bytes += text.len(),
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(map) => {
+                for (key, item) in map {
+                    bytes += key.len() + 32;
+                    stack.push(item);
+                }
+            }
+            _ => {}
+        }
+    }
+    bytes
+}
+
+/// Hands written records back for callers to free, while they fit in [`SPENT_BYTES`]; the
+/// rest are freed here.
+fn hand_back(shared: &Shared, spent: Vec<(Box<Event>, usize)>) {
+    let mut left = Vec::new();
+    {
+        let mut queue = shared.lock();
+        for (event, size) in spent {
+            if queue.spent_bytes + size <= SPENT_BYTES {
+                queue.spent_bytes += size;
+                queue.spent.push((event, size));
+            } else {
+                left.push(event);
+            }
+        }
+    }
+    drop(left);
+}
+
 fn run(log: AuditLog, shared: &Shared, dropped: &AtomicU64, failed: &Mutex<Option<String>>) {
     let mut log = log;
     let fail = |error: AuditError| {
@@ -292,6 +363,7 @@ fn run(log: AuditLog, shared: &Shared, dropped: &AtomicU64, failed: &Mutex<Optio
         if batch.is_empty() {
             break;
         }
+        let mut spent = Vec::new();
         for message in batch {
             match message {
                 Message::Record(event) => {
@@ -305,8 +377,12 @@ fn run(log: AuditLog, shared: &Shared, dropped: &AtomicU64, failed: &Mutex<Optio
                     {
                         fail(e);
                     }
-                    if let Err(e) = log.append(&event) {
-                        fail(e);
+                    match log.append(&event) {
+                        Ok(_) => {
+                            let size = held_bytes(&event);
+                            spent.push((event, size));
+                        }
+                        Err(e) => fail(e),
                     }
                 }
                 Message::Durable(event, done) => {
@@ -332,6 +408,7 @@ fn run(log: AuditLog, shared: &Shared, dropped: &AtomicU64, failed: &Mutex<Optio
         if let Err(e) = log.flush() {
             fail(e);
         }
+        hand_back(shared, spent);
     }
     let lost = dropped.swap(0, Ordering::Relaxed);
     if lost > 0 {
@@ -342,4 +419,64 @@ fn run(log: AuditLog, shared: &Shared, dropped: &AtomicU64, failed: &Mutex<Optio
         ));
     }
     let _ = log.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::ChainHead;
+    use crate::redact::Redactor;
+    use crate::sink::MemorySink;
+    use crate::verify::verify_reader;
+
+    /// What waits to be freed after each flush: (records, bytes held as counted).
+    fn spent(writer: &AuditWriter) -> (usize, usize) {
+        let queue = writer.shared.lock();
+        let counted: usize = queue.spent.iter().map(|(_, size)| size).sum();
+        assert_eq!(counted, queue.spent_bytes, "the count follows the records");
+        (queue.spent.len(), queue.spent_bytes)
+    }
+
+    /// Written records wait to be freed by the next callers, within SPENT_BYTES whatever their
+    /// size; each push frees some, so calls that keep coming keep the list short; and every
+    /// record still reaches the sink, chained, in order.
+    #[test]
+    fn written_records_are_freed_by_callers_within_a_bound() {
+        let sink = MemorySink::new();
+        let log = AuditLog::new(
+            Box::new(sink.clone()),
+            ChainHead::genesis(),
+            Redactor::default(),
+        );
+        let writer = AuditWriter::spawn(log, 4096, Overflow::Backpressure);
+        // Large records: 64 of ~100 KB, more than SPENT_BYTES together.
+        let large = "x".repeat(100_000);
+        for i in 0..64 {
+            writer
+                .record(Event::call("s", i, "python.exec", json!({"code": large})))
+                .unwrap();
+        }
+        writer.flush().unwrap();
+        let (records, bytes) = spent(&writer);
+        assert!(bytes <= SPENT_BYTES, "{bytes} bytes wait");
+        assert!((1..=SPENT_BYTES / 100_000).contains(&records), "{records}");
+        // Small records, pushed one by one with a flush each: each push frees more than it adds.
+        let before = spent(&writer).0;
+        for i in 64..164 {
+            writer
+                .record(Event::call("s", i, "object.info", json!({"name": "Cube"})))
+                .unwrap();
+            writer.flush().unwrap();
+        }
+        let (after, bytes) = spent(&writer);
+        assert!(bytes <= SPENT_BYTES);
+        assert!(
+            after <= before.max(2),
+            "{before} then {after} records waited"
+        );
+        drop(writer);
+        let report = verify_reader(&sink.bytes()[..], ChainHead::genesis(), "m").unwrap();
+        assert!(report.is_intact(), "{report:?}");
+        assert_eq!(report.records, 164);
+    }
 }
