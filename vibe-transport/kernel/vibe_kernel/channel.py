@@ -240,8 +240,11 @@ def run_frame(kernel, channel, frame):
     try:
         for call in frame["calls"]:
             call = dict(call, type="call")
-            if channel.held:
-                channel.release(0.0 if not tools.runs_briefly(call.get("tool")) else ANSWER_GATHER_S)
+            # Read without the lock (only this thread adds answers; the watcher may have
+            # written them already, which release sees under it).
+            if channel.held and (not tools.runs_briefly(call.get("tool"))
+                                 or time.monotonic() - channel.held_since >= ANSWER_GATHER_S):
+                channel.release()
             answer = kernel.handle(call, channel.session, channel)
             if answer is not None:  # None: cancelled while queued, and answered already
                 channel.hold(answer)
