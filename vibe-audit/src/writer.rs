@@ -40,9 +40,14 @@ pub const GATHER: Duration = Duration::from_millis(2);
 /// for callers to free instead of freeing it itself. An event's values are many small
 /// allocations made on the caller's thread; freed on another thread they contend for the
 /// allocator's lock with the caller's own allocations (with glibc's malloc that cost more than
-/// the rest of the record, measured on the mock). A record larger than what is left of this is
-/// freed by the thread, so what waits to be freed stays bounded.
+/// the rest of the record, measured on the mock). A record larger than what is left of this, or
+/// than 64 KiB, is freed by the thread, so what waits to be freed stays bounded. The count is an
+/// estimate ([`held_bytes`]): the memory behind it is of the same order, not exactly it.
 pub const SPENT_BYTES: usize = 1 << 20;
+
+/// The largest record (by [`held_bytes`]) handed back; a larger one is freed by the thread, so
+/// that a push never frees more than [`SPENT_PER_PUSH`] records of this size.
+const SPENT_RECORD_BYTES: usize = 64 << 10;
 
 /// How many written records each push frees, at most: more than a call pushes, so the records
 /// handed back never pile up while calls come.
@@ -319,22 +324,28 @@ fn next_batch(shared: &Shared) -> Vec<Message> {
     batch
 }
 
-/// About how much memory `event` holds: its strings and 32 bytes per value (walked without
-/// recursion, so any depth is fine). Not its sealed size: redaction can make that far smaller.
+/// About how much memory `event` holds, walked without recursion (any depth is fine): the
+/// boxed event, its strings, 32 bytes per array item and a 640-byte node per 11 entries of an
+/// object (serde_json's map is a B-tree). Not its sealed size: redaction can make that far
+/// smaller.
 fn held_bytes(event: &Event) -> usize {
-    let mut bytes = event.session.len() + event.tool.as_ref().map_or(0, String::len) + 64;
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    let mut bytes = 256 + event.session.len() + text(&event.tool) + text(&event.class);
     let mut stack: Vec<&serde_json::Value> = [&event.args, &event.envelope, &event.detail]
         .into_iter()
         .flatten()
         .collect();
     while let Some(value) = stack.pop() {
-        bytes += 32;
         match value {
             serde_json::Value::String(text) => bytes += text.len(),
-            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Array(items) => {
+                bytes += 32 * items.len();
+                stack.extend(items);
+            }
             serde_json::Value::Object(map) => {
+                bytes += 640 * map.len().div_ceil(11);
                 for (key, item) in map {
-                    bytes += key.len() + 32;
+                    bytes += key.len();
                     stack.push(item);
                 }
             }
@@ -351,7 +362,7 @@ fn hand_back(shared: &Shared, spent: Vec<(Box<Event>, usize)>) {
     {
         let mut queue = shared.lock();
         for (event, size) in spent {
-            if queue.spent_bytes + size <= SPENT_BYTES {
+            if size <= SPENT_RECORD_BYTES && queue.spent_bytes + size <= SPENT_BYTES {
                 queue.spent_bytes += size;
                 queue.spent.push((event, size));
             } else {
@@ -460,8 +471,9 @@ mod tests {
             Redactor::default(),
         );
         let writer = AuditWriter::spawn(log, 4096, Overflow::Backpressure);
-        // Large records: 64 of ~100 KB, more than SPENT_BYTES together.
-        let large = "x".repeat(100_000);
+        // Large records: 64 of ~40 KB, more than SPENT_BYTES together, and 4 of ~100 KB, more
+        // than a record handed back may hold.
+        let large = "x".repeat(40_000);
         for i in 0..64 {
             writer
                 .record(Event::call("s", i, "python.exec", json!({"code": large})))
@@ -470,11 +482,26 @@ mod tests {
         writer.flush().unwrap();
         let (records, bytes) = spent(&writer);
         assert!(bytes <= SPENT_BYTES, "{bytes} bytes wait");
-        assert!(records <= SPENT_BYTES / 100_000, "{records}");
+        assert!(records <= SPENT_BYTES / 40_000, "{records}");
+        let huge = "x".repeat(100_000);
+        for i in 64..68 {
+            writer
+                .record(Event::call("s", i, "python.exec", json!({"code": huge})))
+                .unwrap();
+        }
+        writer.flush().unwrap();
+        let queue = writer.shared.lock();
+        assert!(
+            queue
+                .spent
+                .iter()
+                .all(|(_, size)| *size <= SPENT_RECORD_BYTES)
+        );
+        drop(queue);
         // Small records, pushed one by one with a flush each. A flush returns once what was
         // written before it is handed back, so each record is freed by the next push.
         let freed_before = writer.shared.lock().freed_by_callers;
-        for i in 64..164 {
+        for i in 68..168 {
             writer
                 .record(Event::call("s", i, "object.info", json!({"name": "Cube"})))
                 .unwrap();
@@ -498,6 +525,6 @@ mod tests {
         drop(writer);
         let report = verify_reader(&sink.bytes()[..], ChainHead::genesis(), "m").unwrap();
         assert!(report.is_intact(), "{report:?}");
-        assert_eq!(report.records, 164);
+        assert_eq!(report.records, 168);
     }
 }

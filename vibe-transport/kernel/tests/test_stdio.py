@@ -129,10 +129,14 @@ class StdioLoopTest(unittest.TestCase):
     def test_a_frame_the_loop_cannot_take_is_refused_and_the_calls_before_it_are_answered(self):
         for bad in (b'{"type":"cancel","id":[1]}\n', b'{"type":"call","id":{"a":1},"tool":"object.info"}\n',
                     b'{"type":"x","p":' + b"[" * 5000 + b"]" * 5000 + b"}\n",
-                    line({"type": "batch", "calls": [{"id": 7, "tool": ["object.info"], "params": {}}]})):
+                    line({"type": "batch", "calls": [{"id": 7, "tool": ["object.info"], "params": {}}]}),
+                    # Ids that parse to infinity: no answer could carry them back.
+                    b'{"type":"call","id":1e999,"tool":"object.info","params":{"name":"Cube"}}\n',
+                    b'{"type":"batch","calls":[{"id":8,"tool":"object.info"},{"id":-1e999,"tool":"object.info"}]}\n',
+                    b'{"type":"configure","id":1e999,"session":{}}\n', b'{"type":"cancel","id":1e999}\n'):
             answers = self.serve([line(info(1)) + bad])
             self.assertEqual([a["id"] for a in answers if a["type"] == "result"][:1], [1], bad[:40])
-            if b"batch" in bad:  # a tool that is not a name is answered, not fatal
+            if b'"tool": [' in bad:  # a tool that is not a name is answered, not fatal
                 self.assertEqual(answers[-1]["envelope"]["error"]["code"], "contract_violation")
             else:
                 self.assertEqual([a["type"] for a in answers].count("error"), 1, bad[:40])

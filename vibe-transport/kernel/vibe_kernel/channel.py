@@ -3,6 +3,7 @@ written back; and `drain`, which runs the queued frames on Blender's main thread
 
 import hmac
 import json
+import math
 import queue
 import socket
 import threading
@@ -62,6 +63,14 @@ def parse_frame(line):
     return frame
 
 
+def check_id(frame):
+    """ValueError when `frame`'s id cannot be answered: a number too large for a float
+    (`1e999` parses to infinity, which JSON cannot carry back)."""
+    call_id = frame.get("id")
+    if isinstance(call_id, float) and not math.isfinite(call_id):
+        raise ValueError("an id must be a finite number")
+
+
 def encode(frame):
     return (ENCODER.encode(frame) + "\n").encode("utf-8")
 
@@ -76,7 +85,12 @@ def encode_answer(frame):
                     % (ENCODER.encode(frame.get("id")), envelope.text)).encode("utf-8")
         return encode(frame)
     except ValueError as exc:
-        return encode({"type": "result", "id": frame.get("id"), "envelope": err(
+        call_id = frame.get("id")
+        try:
+            ENCODER.encode(call_id)
+        except (ValueError, TypeError):
+            call_id = None  # refused at the door (check_id); never fatal here either
+        return encode({"type": "result", "id": call_id, "envelope": err(
             "invalid_arguments", "the answer could not be encoded: %s" % exc)})
 
 
@@ -139,6 +153,7 @@ class Channel:
         kind = frame.get("type")
         if kind == "bye":
             return False
+        check_id(frame)
         if kind == "cancel":
             self.kernel.cancel(frame.get("id"), self)
         elif kind in ("call", "configure", "checkpoint", "restore", "inventory"):
@@ -151,6 +166,8 @@ class Channel:
                     or not all(isinstance(c, dict) for c in calls)):
                 self.send(protocol_error("a batch carries 1 to %d call objects" % MAX_BATCH_CALLS))
                 return False
+            for call in calls:
+                check_id(call)
             self.queue_calls(calls)
             self.deliver(frame)
         else:
