@@ -42,7 +42,8 @@ pub const GATHER: Duration = Duration::from_millis(2);
 /// allocator's lock with the caller's own allocations (with glibc's malloc that cost more than
 /// the rest of the record, measured on the mock). A record larger than what is left of this, or
 /// than 64 KiB, is freed by the thread, so what waits to be freed stays bounded. The count is an
-/// estimate ([`held_bytes`]): the memory behind it is of the same order, not exactly it.
+/// estimate (strings, array items, map nodes): the memory behind it is of the same order, not
+/// exactly it.
 pub const SPENT_BYTES: usize = 1 << 20;
 
 /// The largest record (by [`held_bytes`]) handed back; a larger one is freed by the thread, so
