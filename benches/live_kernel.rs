@@ -141,12 +141,24 @@ struct RawPipe {
     buffer: Vec<u8>,
 }
 
-const ECHO: &str = "import json, os, select, sys, time\nanswer = sys.argv[1].encode() + b'\\n'\npoller = select.poll()\npoller.register(0, select.POLLIN)\nbuffer = b''\nwhile True:\n    until = time.monotonic() + 0.001\n    while not poller.poll(0) and time.monotonic() < until:\n        pass\n    data = os.read(0, 65536)\n    if not data:\n        break\n    buffer += data\n    while b'\\n' in buffer:\n        line, _, buffer = buffer.partition(b'\\n')\n        json.loads(line)\n        os.write(1, answer)\n";
+/// A Python line server without Blender that waits for input as the kernel does (it polls for
+/// 1 ms before it sleeps): `prelude` runs first, then `answer` for each request line, parsed as
+/// JSON into `frame`.
+fn echo_script(prelude: &str, answer: &str) -> String {
+    format!(
+        "import json, os, select, sys, time\n{prelude}\npoller = select.poll()\npoller.register(0, select.POLLIN)\nbuffer = b''\nwhile True:\n    until = time.monotonic() + 0.001\n    while not poller.poll(0) and time.monotonic() < until:\n        pass\n    data = os.read(0, 65536)\n    if not data:\n        break\n    buffer += data\n    while b'\\n' in buffer:\n        line, _, buffer = buffer.partition(b'\\n')\n        frame = json.loads(line)\n        {answer}\n"
+    )
+}
 
 impl RawPipe {
     fn start(python: &Path, answer: &str) -> RawPipe {
         let mut child = Command::new(python)
-            .args(["-c", ECHO, answer])
+            .arg("-c")
+            .arg(echo_script(
+                "answer = sys.argv[1].encode() + b'\\n'",
+                "os.write(1, answer)",
+            ))
+            .arg(answer)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -194,7 +206,12 @@ impl RawPipe {
 /// and answering each call with a ready envelope (argv 2) under the call's id, waiting for input
 /// as the real kernel does. Driven by the real [`StdioTransport`], it gives the bridge's own
 /// cost over the raw pipe: framing, ids, dispatch and the runtime.
-const ECHO_KERNEL: &str = "import json, os, select, sys, time\nos.write(1, sys.argv[1].encode() + b'\\n')\nenvelope = sys.argv[2].encode()\npoller = select.poll()\npoller.register(0, select.POLLIN)\nbuffer = b''\nwhile True:\n    until = time.monotonic() + 0.001\n    while not poller.poll(0) and time.monotonic() < until:\n        pass\n    data = os.read(0, 65536)\n    if not data:\n        break\n    buffer += data\n    while b'\\n' in buffer:\n        line, _, buffer = buffer.partition(b'\\n')\n        frame = json.loads(line)\n        if frame.get('type') == 'call':\n            os.write(1, b'{\"type\":\"result\",\"id\":%d,\"envelope\":%s}\\n' % (frame['id'], envelope))\n";
+fn echo_kernel() -> String {
+    echo_script(
+        "os.write(1, sys.argv[1].encode() + b'\\n')\nenvelope = sys.argv[2].encode()",
+        "if frame.get('type') == 'call': os.write(1, b'{\"type\":\"result\",\"id\":%d,\"envelope\":%s}\\n' % (frame['id'], envelope))",
+    )
+}
 
 /// Criterion figure `name` in `group`, on the scene of `size` objects: each iteration runs
 /// `once` (`calls` calls), and the time per call goes to `figures` as `size/name`.
@@ -318,7 +335,7 @@ fn live(c: &mut Criterion) {
         .block_on(StdioTransport::spawn(
             StdioOptions::new(&python)
                 .arg("-c")
-                .arg(ECHO_KERNEL)
+                .arg(echo_kernel())
                 .arg(hello.to_string())
                 .arg(serde_json::to_string(&info_answer).unwrap()),
         ))

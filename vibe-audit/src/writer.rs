@@ -328,7 +328,8 @@ fn next_batch(shared: &Shared) -> Vec<Message> {
 /// About how much memory `event` holds, walked without recursion (any depth is fine): the
 /// boxed event, its strings, 32 bytes per array item and a 640-byte node per 11 entries of an
 /// object (serde_json's map is a B-tree). Not its sealed size: redaction can make that far
-/// smaller.
+/// smaller. The walk stops once past [`SPENT_RECORD_BYTES`]: such a record is not handed back
+/// whatever its size, and a large answer is not walked whole for nothing.
 fn held_bytes(event: &Event) -> usize {
     let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
     let mut bytes = 256 + event.session.len() + text(&event.tool) + text(&event.class);
@@ -337,6 +338,9 @@ fn held_bytes(event: &Event) -> usize {
         .flatten()
         .collect();
     while let Some(value) = stack.pop() {
+        if bytes > SPENT_RECORD_BYTES {
+            break;
+        }
         match value {
             serde_json::Value::String(text) => bytes += text.len(),
             serde_json::Value::Array(items) => {
@@ -472,25 +476,22 @@ mod tests {
             Redactor::default(),
         );
         let writer = AuditWriter::spawn(log, 4096, Overflow::Backpressure);
+        let record_code = |ids: std::ops::Range<u64>, bytes: usize| {
+            let code = "x".repeat(bytes);
+            for i in ids {
+                writer
+                    .record(Event::call("s", i, "python.exec", json!({"code": code})))
+                    .unwrap();
+            }
+            writer.flush().unwrap();
+        };
         // Large records: 64 of ~40 KB, more than SPENT_BYTES together, and 4 of ~100 KB, more
         // than a record handed back may hold.
-        let large = "x".repeat(40_000);
-        for i in 0..64 {
-            writer
-                .record(Event::call("s", i, "python.exec", json!({"code": large})))
-                .unwrap();
-        }
-        writer.flush().unwrap();
+        record_code(0..64, 40_000);
         let (records, bytes) = spent(&writer);
         assert!(bytes <= SPENT_BYTES, "{bytes} bytes wait");
         assert!(records <= SPENT_BYTES / 40_000, "{records}");
-        let huge = "x".repeat(100_000);
-        for i in 64..68 {
-            writer
-                .record(Event::call("s", i, "python.exec", json!({"code": huge})))
-                .unwrap();
-        }
-        writer.flush().unwrap();
+        record_code(64..68, 100_000);
         let queue = writer.shared.lock();
         assert!(
             queue

@@ -94,29 +94,33 @@ def _json_safe(value, path, non_finite):
     return escape_surrogates(str(value))  # never reached by the tools; never a crash either
 
 
+def safe_text(value):
+    """The compact JSON of `value` when it is JSON-safe as it is (no non-finite number, no
+    unpaired surrogate), else None: one pass of the C encoder."""
+    try:
+        text = ENCODER.encode(value)
+    except (ValueError, TypeError):
+        return None
+    return text if "\\ud" not in text else None  # ASCII output: surrogates show up as \\udXXX escapes
+
+
 def json_safe(value):
     """(value made JSON-safe, the paths of the non-finite numbers it had). The common case, already
     safe, costs one pass of the C encoder."""
-    try:
-        text = json.dumps(value, allow_nan=False)
-        if "\\ud" not in text:  # ASCII output: surrogates show up as \\udXXX escapes
-            return value, []
-    except (ValueError, TypeError):
-        pass
+    if safe_text(value) is not None:
+        return value, []
     non_finite = []
     return _json_safe(value, "", non_finite), non_finite
 
 
 def ok(result):
-    try:
-        text = ENCODER.encode(result)
-    except (ValueError, TypeError):
-        text = None
-    if text is not None and "\\ud" not in text:  # as in json_safe
+    text = safe_text(result)
+    if text is not None:
         envelope = Checked(ok=True, result=result)
         envelope.text = '{"ok":true,"result":' + text + "}"
         return envelope
-    result, non_finite = json_safe(result)
+    non_finite = []
+    result = _json_safe(result, "", non_finite)
     if non_finite and isinstance(result, dict):
         # Blender held NaN or infinity there (a person or agent code can set them); null here.
         result["non_finite"] = sorted(set(result.get("non_finite") or []) | set(non_finite))
