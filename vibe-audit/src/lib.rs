@@ -33,12 +33,14 @@
 //! * **Sinks.** [`AuditSink`] is object-safe: [`FileSink`], [`MemorySink`], or your own.
 //!   [`AuditWriter`] puts a bounded queue and a background thread in front of a log, with an
 //!   explicit [`Overflow`] choice: backpressure, or dropping (and recording the count as a
-//!   `dropped` record). A caller only pushes onto the queue: the thread wakes once per burst
-//!   (within [`GATHER`], 2 ms), not once per record, and writes the records in their order;
-//!   [`AuditWriter::flush`] and [`AuditWriter::record_durable`] do not wait for the burst.
-//!   Records written are handed back, within [`SPENT_BYTES`], for the next pushes to free on the
-//!   callers' threads, where their values were made: freeing them on the writer's thread made
-//!   the allocator's lock the audit's main cost (glibc, measured on the mock). Durability is per
+//!   `dropped` record). A caller renders its event (redacted, as the bytes of its part of the
+//!   record line, where its values are still in the caller's cache) and pushes that onto the
+//!   queue: the thread wakes once per burst (within [`GATHER`], 2 ms), not once per record, and
+//!   seals and writes the records in their order; [`AuditWriter::flush`] and
+//!   [`AuditWriter::record_durable`] do not wait for the burst. The buffers written from go back,
+//!   within [`SPARE_BYTES`], for the callers' next records: walking and freeing the callers'
+//!   values on the writer's thread (cache misses, the allocator's lock) was the audit's main
+//!   cost on the live path. The bytes are the same as [`AuditLog::append`] writes. Durability is per
 //!   [`Durability`]; rotation by size continues the chain into the next file with a `rotated`
 //!   record.
 //! * **Redaction** ([`Redactor`], from the contract's `audit` policy): code bodies become
@@ -48,8 +50,9 @@
 //! ## Performance and durability
 //!
 //! `cargo bench -p vibe-audit` (criterion, 2-core machine, records of ~330 bytes; each beside
-//! plain `serde_json` + blake3 over the same records in the same run): sealing and appending
-//! ~1.28M records/s (baseline `to_vec` + blake3: ~1.36M/s); verifying, measured 2026-11-23,
+//! plain `serde_json` + blake3 over the same records in the same run): sealing and appending,
+//! measured 2026-11-24, ~1.69M records/s (baseline `to_vec` + blake3: ~1.45M/s; the redaction
+//! check no longer makes a lowercase copy of every key); verifying, measured 2026-11-23,
 //! ~1.76M records/s (lines split and hashed on up to `MAX_VERIFY_THREADS` threads, links checked
 //! in order; baseline parse + hash on as many threads: ~0.64M/s).
 //! Durable modes, to a file on this machine's disk: flush per batch of 1000 ~830k records/s,
@@ -75,7 +78,7 @@ pub use record::{Event, GENESIS, RecordKind, now_rfc3339};
 pub use redact::{CODE_KEYS, PATH_KEYS, Redactor, SECRET_KEYS};
 pub use sink::{AuditSink, MemorySink};
 pub use verify::{Break, MAX_VERIFY_THREADS, Report, verify_anchored, verify_files, verify_reader};
-pub use writer::{AuditWriter, FlushGuard, GATHER, MAX_BATCH, Overflow, SPENT_BYTES};
+pub use writer::{AuditWriter, FlushGuard, GATHER, MAX_BATCH, Overflow, SPARE_BYTES};
 
 /// The default log file name.
 pub const DEFAULT_LOG: &str = "vibe_audit.jsonl";

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use crate::error::AuditError;
 use crate::file::{ChainHead, FileOptions, FileSink, Recovery};
-use crate::record::{Event, RecordKind, rfc3339, seal_into};
+use crate::record::{Event, RecordKind, rfc3339, seal_body, write_body};
 use crate::redact::Redactor;
 use crate::sink::AuditSink;
 
@@ -15,6 +15,8 @@ pub struct AuditLog {
     head: ChainHead,
     redactor: Redactor,
     buffer: Vec<u8>,
+    /// The event part of the record being appended (see [`AuditLog::append`]).
+    body: Vec<u8>,
     clock: Clock,
 }
 
@@ -54,6 +56,7 @@ impl AuditLog {
             head,
             redactor,
             buffer: Vec::with_capacity(4096),
+            body: Vec::with_capacity(4096),
             clock: Clock::default(),
         }
     }
@@ -90,50 +93,51 @@ impl AuditLog {
 
     /// Redacts, seals and writes one event; returns the new head.
     pub fn append(&mut self, event: &Event) -> Result<&ChainHead, AuditError> {
-        let redacted;
-        let r = &self.redactor;
-        let dirty =
-            |v: &Option<serde_json::Value>| v.as_ref().is_some_and(|v| r.needs_redaction(v));
-        let event = if dirty(&event.args) || dirty(&event.envelope) || dirty(&event.detail) {
-            redacted = Event {
-                args: event.args.as_ref().map(|a| self.redactor.redact(a)),
-                envelope: event.envelope.as_ref().map(|e| self.redactor.redact(e)),
-                detail: event.detail.as_ref().map(|d| self.redactor.redact(d)),
-                ..event.clone()
-            };
-            &redacted
-        } else {
-            event
-        };
+        let mut body = std::mem::take(&mut self.body);
+        body.clear();
+        self.redactor.render(event, &mut body);
+        let appended = self.append_body(&body);
+        self.body = body;
+        appended?;
+        Ok(&self.head)
+    }
+
+    /// The redactor events are rendered with (the writer renders on its callers' threads).
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// Seals and writes one event rendered (redacted) by [`Redactor::render`].
+    pub(crate) fn append_body(&mut self, body: &[u8]) -> Result<(), AuditError> {
         let time = self.clock.now();
-        let mut hash = self.seal(&time, event);
+        let mut hash = self.seal(&time, body);
         if self.sink.rotate_due(self.buffer.len()) {
             self.rotate(&time)?;
             // The record follows the rotation record now, so it is sealed again.
-            hash = self.seal(&time, event);
+            hash = self.seal(&time, body);
         }
         self.commit(hash)
     }
 
-    /// Seals `event` as the next record into the buffer; returns its hash.
-    fn seal(&mut self, time: &str, event: &Event) -> String {
+    /// Seals an event's rendered part as the next record into the buffer; returns its hash.
+    fn seal(&mut self, time: &str, body: &[u8]) -> String {
         self.buffer.clear();
-        seal_into(
+        seal_body(
             &mut self.buffer,
             self.head.seq + 1,
             time,
             &self.head.hash,
-            event,
+            body,
         )
     }
 
-    fn commit(&mut self, hash: String) -> Result<&ChainHead, AuditError> {
+    fn commit(&mut self, hash: String) -> Result<(), AuditError> {
         self.sink.write_line(&self.buffer)?;
         self.head = ChainHead {
             seq: self.head.seq + 1,
             hash,
         };
-        Ok(&self.head)
+        Ok(())
     }
 
     fn rotate(&mut self, time: &str) -> Result<(), AuditError> {
@@ -143,9 +147,10 @@ impl AuditLog {
             RecordKind::Rotated,
             json!({"previous_file": previous, "previous_seq": self.head.seq, "previous_hash": self.head.hash}),
         );
-        let hash = self.seal(time, &event);
-        self.commit(hash)?;
-        Ok(())
+        let mut body = Vec::new();
+        write_body(&mut body, &event);
+        let hash = self.seal(time, &body);
+        self.commit(hash)
     }
 
     /// Ends a batch on the sink (durability as the sink promises).

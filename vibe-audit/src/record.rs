@@ -165,13 +165,33 @@ fn write_opt_value(out: &mut Vec<u8>, value: Option<&Value>) {
     }
 }
 
-/// Writes one sealed record line (with its newline) into `out` and returns its hash.
-pub fn seal_into(out: &mut Vec<u8>, seq: u64, time: &str, prev: &str, event: &Event) -> String {
+/// Writes one sealed record line (with its newline) into `out` and returns its hash: its place
+/// in time and in the chain, the event's part `body` (written by [`write_body`], on the caller's
+/// thread when the writer logs), the previous hash, and the hash of all that.
+pub(crate) fn seal_body(
+    out: &mut Vec<u8>,
+    seq: u64,
+    time: &str,
+    prev: &str,
+    body: &[u8],
+) -> String {
     let start = out.len();
+    write_head(out, seq, time);
+    out.extend_from_slice(body);
+    write_tail(out, start, prev)
+}
+
+/// The record's place in time and in the chain, before its event.
+fn write_head(out: &mut Vec<u8>, seq: u64, time: &str) {
     out.extend_from_slice(b"{\"seq\":");
     let _ = write!(out, "{seq}");
     out.extend_from_slice(b",\"time\":");
     write_opt_str(out, Some(time));
+}
+
+/// The event's part of a record line: everything from `,"session"` to the `detail`, in their
+/// fixed order. It depends on the event alone, not on the record's place in the chain.
+pub(crate) fn write_body(out: &mut Vec<u8>, event: &Event) {
     out.extend_from_slice(b",\"session\":");
     write_opt_str(out, Some(&event.session));
     out.extend_from_slice(b",\"kind\":\"");
@@ -193,6 +213,10 @@ pub fn seal_into(out: &mut Vec<u8>, seq: u64, time: &str, prev: &str, event: &Ev
     write_opt_str(out, event.class.as_deref());
     out.extend_from_slice(b",\"detail\":");
     write_opt_value(out, event.detail.as_ref());
+}
+
+/// The previous hash, then the hash of everything from `start` on; returns the hash.
+fn write_tail(out: &mut Vec<u8>, start: usize, prev: &str) -> String {
     out.extend_from_slice(b",\"prev\":");
     write_opt_str(out, Some(prev));
     let hash = format!("blake3:{}", blake3::hash(&out[start..]).to_hex());
@@ -329,7 +353,14 @@ mod tests {
     fn a_sealed_line_splits_and_verifies() {
         let mut out = Vec::new();
         let event = Event::call("s", 1, "object.move", serde_json::json!({"name": "Cube"}));
-        let hash = seal_into(&mut out, 1, "t", GENESIS, &event);
+        let mut body = Vec::new();
+        write_body(&mut body, &event);
+        let hash = seal_body(&mut out, 1, "t", GENESIS, &body);
+        assert!(
+            String::from_utf8_lossy(&out).starts_with(r#"{"seq":1,"time":"t","session":"s","kind":"call","tool":"object.move","call_id":1,"args":{"name":"Cube"},"envelope":null,"class":null,"detail":null,"prev":""#),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
         let parts = split_line(&out[..out.len() - 1]).unwrap();
         assert_eq!(
             (parts.seq, parts.prev, parts.hash),

@@ -6,6 +6,8 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::{Value, json};
 use vibe_contract::AuditPolicy;
 
+use crate::record::{Event, write_body};
+
 /// Argument keys whose values are secrets and are never written.
 pub const SECRET_KEYS: [&str; 6] = [
     "token",
@@ -45,10 +47,9 @@ impl Redactor {
     pub fn needs_redaction(&self, value: &Value) -> bool {
         match value {
             Value::Object(map) => map.iter().any(|(key, item)| {
-                let lower = key.to_ascii_lowercase();
-                SECRET_KEYS.contains(&lower.as_str())
-                    || (!self.keep_code && CODE_KEYS.contains(&lower.as_str()) && item.is_string())
-                    || (!self.keep_paths && PATH_KEYS.contains(&lower.as_str()) && item.is_string())
+                is_one_of(key, &SECRET_KEYS)
+                    || (!self.keep_code && is_one_of(key, &CODE_KEYS) && item.is_string())
+                    || (!self.keep_paths && is_one_of(key, &PATH_KEYS) && item.is_string())
                     || self.needs_redaction(item)
             }),
             Value::Array(items) => items.iter().any(|item| self.needs_redaction(item)),
@@ -62,13 +63,12 @@ impl Redactor {
             Value::Object(map) => Value::Object(
                 map.iter()
                     .map(|(key, item)| {
-                        let lower = key.to_ascii_lowercase();
-                        let redacted = if SECRET_KEYS.contains(&lower.as_str()) {
+                        let redacted = if is_one_of(key, &SECRET_KEYS) {
                             json!("[redacted]")
-                        } else if !self.keep_code && CODE_KEYS.contains(&lower.as_str()) && item.is_string() {
+                        } else if !self.keep_code && is_one_of(key, &CODE_KEYS) && item.is_string() {
                             let code = item.as_str().unwrap_or_default();
                             json!({"blake3": format!("blake3:{}", blake3::hash(code.as_bytes()).to_hex()), "bytes": code.len()})
-                        } else if !self.keep_paths && PATH_KEYS.contains(&lower.as_str()) && item.is_string() {
+                        } else if !self.keep_paths && is_one_of(key, &PATH_KEYS) && item.is_string() {
                             json!(self.relative(item.as_str().unwrap_or_default()))
                         } else {
                             self.redact(item)
@@ -79,6 +79,23 @@ impl Redactor {
             ),
             Value::Array(items) => Value::Array(items.iter().map(|item| self.redact(item)).collect()),
             other => other.clone(),
+        }
+    }
+
+    /// Writes `event`'s part of a record line (see [`write_body`]) into `out`, redacted. Copies
+    /// the event only when something in it is to be redacted.
+    pub(crate) fn render(&self, event: &Event, out: &mut Vec<u8>) {
+        let dirty = |v: &Option<Value>| v.as_ref().is_some_and(|v| self.needs_redaction(v));
+        if dirty(&event.args) || dirty(&event.envelope) || dirty(&event.detail) {
+            let redacted = Event {
+                args: event.args.as_ref().map(|a| self.redact(a)),
+                envelope: event.envelope.as_ref().map(|e| self.redact(e)),
+                detail: event.detail.as_ref().map(|d| self.redact(d)),
+                ..event.clone()
+            };
+            write_body(out, &redacted);
+        } else {
+            write_body(out, event);
         }
     }
 
@@ -100,6 +117,12 @@ impl Redactor {
             .unwrap_or_default();
         format!("<outside sandbox>/{name}")
     }
+}
+
+/// Whether `key` is one of `keys`, ignoring ASCII case (without a lowercase copy: every key of
+/// every record is looked at).
+fn is_one_of(key: &str, keys: &[&str]) -> bool {
+    keys.iter().any(|k| k.eq_ignore_ascii_case(key))
 }
 
 /// Removes `.` and resolves `..` lexically (the audit log records what was asked, it does not
