@@ -11,7 +11,8 @@
 //! * `in_process/<tool>` and `in_process_json/<tool>`: the baseline, inside criterion: the
 //!   kernel's own handler called in a loop in a Blender of its own with the same scene
 //!   (`vibe-transport/kernel/tests/bench_in_process.py`, timed there and reported through
-//!   `iter_custom`), without and with encoding the answer as the wire's result frame;
+//!   `iter_custom`), without and with the kernel's JSON work per call: decoding the call
+//!   frame's line and encoding the answer as the wire's result frame;
 //! * `transport/<tool>`: one round trip through [`StdioTransport`];
 //! * `pipeline/<tool>`: through a [`Pipeline`] with an [`AuditWriter`] on a file (every stage,
 //!   the audit records), and `pipeline_no_audit/object.info` without the writer;

@@ -41,30 +41,30 @@
 //! VM (Firecracker) with bpy 5.0.1 headless over stdio; each figure beside baselines of the
 //! same run (the bench prints the ratios; reported, not asserted):
 //!
-//! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects: ~12 us in-process,
-//!   ~14 us with the answer encoded (a scene index answers collection membership and names,
-//!   instead of Blender's per-object scans: it was 54 / 90 / 164 us before). A result is
-//!   encoded once: `ok` keeps the text its JSON-safety check encoded (`envelope.Checked`), and
-//!   the answer is written around it (the handler with JSON was ~18 us when it encoded twice).
-//!   Through the transport 26-28 us: 1.90-2.04x the handler with JSON, 1.38-1.49x the
+//! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects: ~11 us in-process,
+//!   ~14 us with the kernel's JSON work (the call frame's line decoded, the answer encoded; a
+//!   scene index answers collection membership and names, instead of Blender's per-object
+//!   scans: it was 54 / 90 / 164 us before). A result is encoded once: `ok` keeps the text its
+//!   JSON-safety check encoded (`envelope.Checked`), and the answer is written around it.
+//!   Through the transport 23-24 us: 1.66-1.71x the handler with JSON, 1.24-1.29x the
 //!   machine's floor plus the handler. The floor (the same Python answering a ready line over
-//!   pipes, no Blender, both sides polling before they sleep) is 5.1 us; the bridge against a
-//!   kernel that answers at once is 10.2 us, so the bridge's own share is ~5 us and the
-//!   kernel's loop adds ~2 us to the handler. It was ~130-145 us on 2026-11-23: the kernel
-//!   read frames on a thread of its own and handed each to the main thread, and both sides
-//!   slept between frames; waking a sleeping CPU of this VM costs ~30-60 us. The stdio kernel
-//!   now reads on its main thread and both sides poll briefly before they sleep (PROTOCOL.md
-//!   §5).
-//! * Batched (100 calls in one frame): 20-21 us per call, 1.48-1.49x the handler with JSON.
-//!   The same 100 calls made at once without a batch: ~24 us per call.
-//! * Through the pipeline with the audit writer on a file: 1.30-1.35x the transport (one run
-//!   at 2,000 objects 1.59x); the audit writer adds 14-18% (43% in that run). It wakes once per
-//!   burst of records, and the records it wrote are freed by the callers: freed on its own
-//!   thread they made glibc's allocator lock the audit's main cost.
-//! * `object.move`: ~23 us in-process, 25-26 us with JSON, 45-47 us through the transport.
-//! * `scene.snapshot`: 16 / 32 / 67 ms in-process with JSON at 1k / 2k / 4k objects (linear;
-//!   it was quadratic), 18 / 37 / 77 ms through the transport with the bridge's sealing: 4k is
-//!   2.07x 2k. Through the pipeline with audit 26 / 57 / 129 ms (the bench does not split
+//!   pipes, no Blender, both sides polling before they sleep) is 4.7 us; the bridge against a
+//!   kernel that answers at once is 9.0 us, so the bridge's own share is ~4 us. It was
+//!   ~130-145 us on 2026-11-23: the kernel read frames on a thread of its own and handed each
+//!   to the main thread, and both sides slept between frames; waking a sleeping CPU of this VM
+//!   costs ~30-60 us. The stdio kernel now reads on its main thread and both sides poll
+//!   briefly before they sleep (PROTOCOL.md §5).
+//! * Batched (100 calls in one frame): 17-18 us per call, 1.23-1.28x the handler with JSON.
+//!   The same 100 calls made at once without a batch: ~20 us per call.
+//! * Through the pipeline with the audit writer on a file: 31 us, 1.29-1.33x the transport;
+//!   the audit writer adds 14-20% (it was 14-43%). Callers render their records (redacted, as
+//!   bytes) and the writer's thread only chains and writes them, waking once per burst: its
+//!   CPU per second of calls fell from ~145 to ~52 ms, which on two cores is taken from the
+//!   caller or from Blender.
+//! * `object.move`: ~21 us in-process, 25-27 us with JSON, 40-42 us through the transport.
+//! * `scene.snapshot`: 13 / 28 / 62 ms in-process with JSON at 1k / 2k / 4k objects (linear;
+//!   it was quadratic), 16 / 35 / 69 ms through the transport with the bridge's sealing: 4k is
+//!   2.01x 2k. Through the pipeline with audit 25 / 55 / 123 ms (the bench does not split
 //!   that further).
 //! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: ~0.2 ms through the
 //!   transport (it was 24 ms): code the kernel proves read-only needs no rollback point. Code

@@ -9,8 +9,10 @@ starts with `@@` (Blender prints other lines there):
     {"op": "populate", "to": N}                      the scene grows to N objects (empties E0000...)
     {"op": "time", "tool": T, "params": P, "iters": K, "json": B}
                                                      K calls of T in a row; the answer is
-                                                     {"ns": total}; with B, each answer is also
-                                                     encoded as the wire's result frame
+                                                     {"ns": total}; with B, each call is also
+                                                     decoded from its call frame's line and its
+                                                     answer encoded as the wire's result frame:
+                                                     the kernel's JSON work per call
 """
 
 import json
@@ -22,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel.channel import encode_answer  # noqa: E402
+from vibe_kernel.channel import encode_answer, parse_frame  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 
 CAPABILITIES = ["scene.read", "scene.write", "transactions", "code_exec"]
@@ -36,11 +38,17 @@ def populate(to):
 
 
 def timed(k, tool, params, iters, with_json):
+    line = (json.dumps({"type": "call", "id": 1, "tool": tool, "params": params, "deadline_ms": 120000})
+            + "\n").encode()
     start = time.perf_counter_ns()
-    for i in range(iters):
-        envelope = k.call(tool, params)
-        if with_json:
+    if with_json:
+        for i in range(iters):
+            frame = parse_frame(line)
+            envelope = k.call(frame["tool"], frame["params"])
             encode_answer({"type": "result", "id": i, "envelope": envelope})
+    else:
+        for i in range(iters):
+            k.call(tool, params)
     return time.perf_counter_ns() - start
 
 

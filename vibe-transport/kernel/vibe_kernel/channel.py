@@ -117,7 +117,7 @@ class Channel:
     def send(self, *frames):
         """Writes frames, in one write. A frame that is not JSON (a non-finite number from a
         request) is replaced by an error answer, never fatal to the loop."""
-        data = b"".join(map(encode_answer, frames))
+        data = encode_answer(frames[0]) if len(frames) == 1 else b"".join(map(encode_answer, frames))
         with self.write_lock:
             if data and not self.closed:
                 self.write_bytes(data)
@@ -158,7 +158,8 @@ class Channel:
             self.kernel.cancel(frame.get("id"), self)
         elif kind in ("call", "configure", "checkpoint", "restore", "inventory"):
             if kind == "call":
-                self.queue_calls([frame])
+                with self.kernel.lock:
+                    self.queued[frame.get("id")] = frame.get("tool")
             self.deliver(frame)
         elif kind == "batch":
             calls = frame.get("calls")
@@ -256,13 +257,12 @@ def run_frame(kernel, channel, frame):
         return
     try:
         for call in frame["calls"]:
-            call = dict(call, type="call")
             # Read without the lock (only this thread adds answers; the watcher may have
             # written them already, which release sees under it).
             if channel.held and (not tools.runs_briefly(call.get("tool"))
                                  or time.monotonic() - channel.held_since >= ANSWER_GATHER_S):
                 channel.release()
-            answer = kernel.handle(call, channel.session, channel)
+            answer = kernel.handle_call(call, channel.session, channel)
             if answer is not None:  # None: cancelled while queued, and answered already
                 channel.hold(answer)
     finally:

@@ -19,9 +19,11 @@ def serve_stdio(kernel):
 
     def write(data):
         # os.write may write part of a large answer (a signal in the middle): the rest follows.
-        view = memoryview(data)
-        while view:
-            view = view[os.write(frames_fd, view):]
+        written = os.write(frames_fd, data)
+        if written < len(data):
+            view = memoryview(data)[written:]
+            while view:
+                view = view[os.write(frames_fd, view):]
 
     stdio.serve_stdio(kernel, sys.stdin.fileno(), write)
 

@@ -210,28 +210,11 @@ class Kernel:
         in `session` (a connection's own; the kernel's default one if None). A call that
         `channel` queued (Channel.queue_calls) and a cancel reached meanwhile is not run, and
         None is returned: its connection answered it already."""
-        if session is not None:
-            self.state = session
         kind = frame.get("type")
         if kind == "call":
-            call_id = frame.get("id")
-            with self.lock:
-                if channel is not None:
-                    if call_id in channel.skipped:
-                        channel.skipped.discard(call_id)
-                        return None
-                    channel.queued.pop(call_id, None)
-                self.running = (session, call_id)
-                codeexec.new_call()
-            if self.state.loads_reported < self.shared.loads:
-                self.state.seen.clear()  # a file was loaded since: the pointers it holds are stale
-            self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
-            try:
-                envelope = self.call(frame.get("tool"), frame.get("params", {}))
-            finally:
-                with self.lock:
-                    self.running = None
-            return {"type": "result", "id": call_id, "envelope": self.tell_events(envelope)}
+            return self.handle_call(frame, session, channel)
+        if session is not None:
+            self.state = session
         if kind == "configure":
             settings = frame.get("session", {})
             try:
@@ -251,6 +234,30 @@ class Kernel:
             return {"type": "result", "id": frame.get("id"),
                     "envelope": self.state_file(kind, frame.get("path"), frame.get("transaction"))}
         return None
+
+    def handle_call(self, frame, session=None, channel=None):
+        """`handle` of a call frame (a batch's calls come here as they are, without a type)."""
+        if session is not None:
+            self.state = session
+        call_id = frame.get("id")
+        with self.lock:
+            if channel is not None:
+                if call_id in channel.skipped:
+                    channel.skipped.discard(call_id)
+                    return None
+                channel.queued.pop(call_id, None)
+            self.running = (session, call_id)
+            if codeexec.CANCELLED_EARLY:  # only a cancel sets it, and under this lock
+                codeexec.new_call()
+        if self.state.loads_reported < self.shared.loads:
+            self.state.seen.clear()  # a file was loaded since: the pointers it holds are stale
+        self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
+        try:
+            envelope = self.call(frame.get("tool"), frame.get("params", {}))
+        finally:
+            with self.lock:
+                self.running = None
+        return {"type": "result", "id": call_id, "envelope": self.tell_events(envelope)}
 
     def tell_events(self, envelope):
         """The answer with the file loads this session has not heard of yet: on success under
