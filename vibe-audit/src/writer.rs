@@ -62,8 +62,9 @@ struct Rendered {
 }
 
 impl Rendered {
+    /// The memory it holds, itself included (its place in the pool's list).
     fn capacity(&self) -> usize {
-        self.body.capacity() + self.session.capacity()
+        std::mem::size_of::<Rendered>() + self.body.capacity() + self.session.capacity()
     }
 }
 
@@ -259,12 +260,22 @@ impl AuditWriter {
     pub fn record(&self, event: Event) -> Result<(), AuditError> {
         self.check_failed()?;
         let wait = self.overflow == Overflow::Backpressure;
+        let dropped = || {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            Err(AuditError::Dropped)
+        };
+        // Dropping sheds load: a full queue drops the record before it is rendered (the push
+        // still checks, as room may go meanwhile).
+        if !wait {
+            let queue = self.shared.lock();
+            if queue.messages.len() >= queue.capacity && !queue.closed {
+                drop(queue);
+                return dropped();
+            }
+        }
         match self.push(Message::Record(self.render(event)), false, wait)? {
             Some(()) => Ok(()),
-            None => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                Err(AuditError::Dropped)
-            }
+            None => dropped(),
         }
     }
 
@@ -326,8 +337,15 @@ struct Closing<'a>(&'a Shared);
 
 impl Drop for Closing<'_> {
     fn drop(&mut self) {
-        self.0.lock().closed = true;
+        let left: Vec<Message> = {
+            let mut queue = self.0.lock();
+            queue.closed = true;
+            queue.messages.drain(..).collect()
+        };
         self.0.room.notify_all();
+        // Left only when the thread ended by a panic (a sink's): a flush or durable record
+        // still queued then fails instead of waiting for an answer that never comes.
+        drop(left);
     }
 }
 
@@ -594,6 +612,46 @@ mod tests {
         assert!(
             text.contains("\"a/b.blend\""),
             "paths relative to the sandbox"
+        );
+    }
+
+    /// A sink that panics ends the thread: a flush queued while it wrote the record it panicked
+    /// on fails instead of waiting forever, and so does every later call.
+    #[test]
+    fn a_flush_fails_when_the_thread_dies() {
+        struct Panicking;
+        impl crate::sink::AuditSink for Panicking {
+            fn write_line(&mut self, _: &[u8]) -> std::io::Result<()> {
+                // Long enough for the flush below to be queued behind this batch.
+                std::thread::sleep(Duration::from_millis(300));
+                panic!("the sink broke");
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let log = AuditLog::new(
+            Box::new(Panicking),
+            ChainHead::genesis(),
+            Redactor::default(),
+        );
+        let writer = Arc::new(AuditWriter::spawn(log, 16, Overflow::Backpressure));
+        let (done, answered) = sync_channel(1);
+        let flushing = Arc::clone(&writer);
+        std::thread::spawn(move || {
+            let _ = flushing.record(Event::call("s", 1, "object.info", json!({})));
+            std::thread::sleep(Duration::from_millis(50)); // the thread takes the record alone
+            let _ = done.send(flushing.flush());
+        });
+        let flushed = answered
+            .recv_timeout(Duration::from_secs(20))
+            .expect("flush answered, not left waiting");
+        assert!(flushed.is_err(), "{flushed:?}");
+        assert!(writer.flush().is_err());
+        assert!(
+            writer
+                .record(Event::call("s", 2, "object.info", json!({})))
+                .is_err()
         );
     }
 }
