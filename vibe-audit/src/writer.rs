@@ -41,8 +41,8 @@ pub const MAX_BATCH: usize = 4096;
 /// [`AuditWriter::record_durable`] and a half-full queue do not wait.
 pub const GATHER: Duration = Duration::from_millis(2);
 
-/// How many bytes of buffers (by capacity, exactly) the background thread keeps for callers to
-/// render their next records into, once it wrote from them. A record is rendered on its
+/// How many bytes of buffers (their capacity and their own bookkeeping) the background thread
+/// keeps for callers to render their next records into, once it wrote from them. A record is rendered on its
 /// caller's thread, where its event was made: read on another thread, an event's values (many
 /// small allocations) cost a cache miss each, and freed there they contend for the allocator's
 /// lock (measured on the live path, both cost more than the rest of the record). Passed as one
