@@ -42,15 +42,16 @@ pub const MAX_BATCH: usize = 4096;
 pub const GATHER: Duration = Duration::from_millis(2);
 
 /// How many bytes of buffers (their capacity and their own bookkeeping) the background thread
-/// keeps for callers to render their next records into, once it wrote from them. A record is rendered on its
-/// caller's thread, where its event was made: read on another thread, an event's values (many
-/// small allocations) cost a cache miss each, and freed there they contend for the allocator's
-/// lock (measured on the live path, both cost more than the rest of the record). Passed as one
-/// buffer, a record costs the thread a few cache lines, and reused, no allocation at all. A
-/// buffer larger than 64 KiB, or than what is left of this, is freed by the thread.
+/// keeps for callers to render their next records into, once it wrote from them. A record is
+/// rendered on its caller's thread, where its event was made: read on another thread, an
+/// event's values (many small allocations) cost a cache miss each, and freed there they contend
+/// for the allocator's lock (measured on the live path, both cost more than the rest of the
+/// record). Passed as one buffer, a record costs the thread a few cache lines, and reused, no
+/// allocation at all. A buffer larger than 64 KiB, or than what is left of this, is freed by
+/// the thread.
 pub const SPARE_BYTES: usize = 1 << 20;
 
-/// The largest buffer (by capacity) kept for reuse.
+/// The largest buffer (by [`Rendered::bytes`]) kept for reuse.
 const SPARE_BUFFER_BYTES: usize = 64 << 10;
 
 /// A record as its caller rendered it: its event's part of the record line (redacted), and
@@ -63,7 +64,7 @@ struct Rendered {
 
 impl Rendered {
     /// The memory it holds, itself included (its place in the pool's list).
-    fn capacity(&self) -> usize {
+    fn bytes(&self) -> usize {
         std::mem::size_of::<Rendered>() + self.body.capacity() + self.session.capacity()
     }
 }
@@ -94,6 +95,12 @@ struct Queue {
     /// A flush or durable record waits: the thread writes now, without gathering.
     urgent: bool,
     closed: bool,
+}
+
+impl Queue {
+    fn has_room(&self) -> bool {
+        self.messages.len() < self.capacity
+    }
 }
 
 struct Shared {
@@ -192,7 +199,7 @@ impl AuditWriter {
             let mut spare = self.shared.spare();
             match spare.buffers.pop() {
                 Some(buffer) => {
-                    spare.bytes -= buffer.capacity();
+                    spare.bytes -= buffer.bytes();
                     #[cfg(test)]
                     {
                         spare.reused += 1;
@@ -230,7 +237,7 @@ impl AuditWriter {
             if queue.closed {
                 return Err(AuditError::WriterFailed("closed".into()));
             }
-            if queue.messages.len() < queue.capacity {
+            if queue.has_room() {
                 break;
             }
             if !wait {
@@ -268,7 +275,7 @@ impl AuditWriter {
         // still checks, as room may go meanwhile).
         if !wait {
             let queue = self.shared.lock();
-            if queue.messages.len() >= queue.capacity && !queue.closed {
+            if !queue.has_room() && !queue.closed {
                 drop(queue);
                 return dropped();
             }
@@ -394,7 +401,7 @@ fn hand_back(shared: &Shared, written: Vec<Rendered>) {
     {
         let mut spare = shared.spare();
         for buffer in written {
-            let size = buffer.capacity();
+            let size = buffer.bytes();
             if size <= SPARE_BUFFER_BYTES && spare.bytes + size <= SPARE_BYTES {
                 spare.bytes += size;
                 spare.buffers.push(buffer);
@@ -486,13 +493,13 @@ mod tests {
     /// The buffers kept for reuse after a flush: (how many, their capacity as counted).
     fn spare(writer: &AuditWriter) -> (usize, usize) {
         let spare = writer.shared.spare();
-        let counted: usize = spare.buffers.iter().map(Rendered::capacity).sum();
+        let counted: usize = spare.buffers.iter().map(Rendered::bytes).sum();
         assert_eq!(counted, spare.bytes, "the count follows the buffers");
         assert!(
             spare
                 .buffers
                 .iter()
-                .all(|b| b.capacity() <= SPARE_BUFFER_BYTES)
+                .all(|b| b.bytes() <= SPARE_BUFFER_BYTES)
         );
         (spare.buffers.len(), spare.bytes)
     }

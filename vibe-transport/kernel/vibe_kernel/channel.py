@@ -117,7 +117,7 @@ class Channel:
     def send(self, *frames):
         """Writes frames, in one write. A frame that is not JSON (a non-finite number from a
         request) is replaced by an error answer, never fatal to the loop."""
-        data = encode_answer(frames[0]) if len(frames) == 1 else b"".join(map(encode_answer, frames))
+        data = b"".join(map(encode_answer, frames))
         with self.write_lock:
             if data and not self.closed:
                 self.write_bytes(data)
@@ -158,8 +158,7 @@ class Channel:
             self.kernel.cancel(frame.get("id"), self)
         elif kind in ("call", "configure", "checkpoint", "restore", "inventory"):
             if kind == "call":
-                with self.kernel.lock:
-                    self.queued[frame.get("id")] = frame.get("tool")
+                self.queue_calls((frame,))
             self.deliver(frame)
         elif kind == "batch":
             calls = frame.get("calls")
