@@ -40,7 +40,10 @@
 //!   [`AuditWriter::record_durable`] do not wait for the burst. The buffers written from go back,
 //!   within [`SPARE_BYTES`], for the callers' next records: walking and freeing the callers'
 //!   values on the writer's thread (cache misses, the allocator's lock) was the audit's main
-//!   cost on the live path. The bytes are the same as [`AuditLog::append`] writes. Durability is per
+//!   cost on the live path. A call and its answer are rendered straight from the arguments
+//!   and the envelope ([`AuditWriter::record_call`], [`AuditWriter::record_answer`]), redacted
+//!   as they are written, with no copy into an [`Event`]. The bytes are the same as
+//!   [`AuditLog::append`] writes for the event. Durability is per
 //!   [`Durability`]; rotation by size continues the chain into the next file with a `rotated`
 //!   record.
 //! * **Redaction** ([`Redactor`], from the contract's `audit` policy): code bodies become

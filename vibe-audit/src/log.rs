@@ -95,7 +95,7 @@ impl AuditLog {
     pub fn append(&mut self, event: &Event) -> Result<&ChainHead, AuditError> {
         let mut body = std::mem::take(&mut self.body);
         body.clear();
-        self.redactor.render(event, &mut body);
+        write_body(&mut body, &event.body(), &self.redactor);
         let appended = self.append_body(&body);
         self.body = body;
         appended?;
@@ -107,7 +107,7 @@ impl AuditLog {
         &self.redactor
     }
 
-    /// Seals and writes one event rendered (redacted) by [`Redactor::render`].
+    /// Seals and writes one event's part of a record line, rendered (redacted) by [`write_body`].
     pub(crate) fn append_body(&mut self, body: &[u8]) -> Result<(), AuditError> {
         let time = self.clock.now();
         let mut hash = self.seal(&time, body);
@@ -148,7 +148,7 @@ impl AuditLog {
             json!({"previous_file": previous, "previous_seq": self.head.seq, "previous_hash": self.head.hash}),
         );
         let mut body = Vec::new();
-        write_body(&mut body, &event);
+        write_body(&mut body, &event.body(), &self.redactor);
         let hash = self.seal(time, &body);
         self.commit(hash)
     }

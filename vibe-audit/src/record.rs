@@ -15,7 +15,8 @@
 use std::io::Write;
 
 use serde_json::{Value, json};
-use vibe_contract::write_canonical;
+
+use crate::redact::Redactor;
 
 /// `prev` of the very first record of a log.
 pub const GENESIS: &str = "blake3:0000000000000000000000000000000000000000000000000000000000000000";
@@ -121,20 +122,26 @@ impl Event {
         tool: impl Into<String>,
         envelope: &vibe_errors::Envelope,
     ) -> Event {
-        let class = envelope.error().map(|e| format!("{:?}", e.class()));
-        let mut recorded = envelope.to_value();
-        if let Some(data) = vibe_errors::take_image_data(&mut recorded)
-            && let Some(image) = recorded.pointer_mut("/result/_meta/image")
-        {
-            let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
-            image["bytes"] = json!(data.len() / 4 * 3 - padding);
-        }
         Event {
             tool: Some(tool.into()),
             call_id: Some(call_id),
-            envelope: Some(recorded),
-            class,
+            envelope: Some(recorded_envelope(envelope)),
+            class: class_of(envelope).map(str::to_owned),
             ..Event::new(session, RecordKind::Answer)
+        }
+    }
+
+    /// Its parts as a record writes them.
+    pub(crate) fn body(&self) -> Body<'_> {
+        Body {
+            session: &self.session,
+            kind: self.kind,
+            tool: self.tool.as_deref(),
+            call_id: self.call_id,
+            args: self.args.as_ref(),
+            envelope: self.envelope.as_ref().map(Answer::Value),
+            class: self.class.as_deref(),
+            detail: self.detail.as_ref(),
         }
     }
 
@@ -147,6 +154,86 @@ impl Event {
     }
 }
 
+/// The failure class an answer is recorded with.
+pub(crate) fn class_of(envelope: &vibe_errors::Envelope) -> Option<&'static str> {
+    envelope.error().map(|e| e.class().as_str())
+}
+
+/// An answer's envelope as it is recorded: an image it carries by its size, not its bytes.
+fn recorded_envelope(envelope: &vibe_errors::Envelope) -> Value {
+    let mut recorded = envelope.to_value();
+    if let Some(data) = vibe_errors::take_image_data(&mut recorded)
+        && let Some(image) = recorded.pointer_mut("/result/_meta/image")
+    {
+        let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+        image["bytes"] = json!(data.len() / 4 * 3 - padding);
+    }
+    recorded
+}
+
+/// Whether a result has `_meta.image.data` (an image's bytes, which are not recorded).
+fn carries_image(result: &Value) -> bool {
+    result
+        .get(vibe_errors::META_KEY)
+        .and_then(|meta| meta.get("image"))
+        .and_then(|image| image.get("data"))
+        .is_some()
+}
+
+/// The parts of an event as its record line writes them, borrowed: from an [`Event`], or
+/// straight from a call's arguments and its answer (no copy of either).
+pub(crate) struct Body<'a> {
+    pub(crate) session: &'a str,
+    pub(crate) kind: RecordKind,
+    pub(crate) tool: Option<&'a str>,
+    pub(crate) call_id: Option<u64>,
+    pub(crate) args: Option<&'a Value>,
+    pub(crate) envelope: Option<Answer<'a>>,
+    pub(crate) class: Option<&'a str>,
+    pub(crate) detail: Option<&'a Value>,
+}
+
+impl<'a> Body<'a> {
+    /// A call.
+    pub(crate) fn call(session: &'a str, call_id: u64, tool: &'a str, args: &'a Value) -> Self {
+        Body {
+            session,
+            kind: RecordKind::Call,
+            tool: Some(tool),
+            call_id: Some(call_id),
+            args: Some(args),
+            envelope: None,
+            class: None,
+            detail: None,
+        }
+    }
+
+    /// An answer, as [`Event::answer`] records it.
+    pub(crate) fn answer(
+        session: &'a str,
+        call_id: u64,
+        tool: &'a str,
+        envelope: &'a vibe_errors::Envelope,
+    ) -> Self {
+        Body {
+            session,
+            kind: RecordKind::Answer,
+            tool: Some(tool),
+            call_id: Some(call_id),
+            args: None,
+            envelope: Some(Answer::Envelope(envelope)),
+            class: class_of(envelope),
+            detail: None,
+        }
+    }
+}
+
+/// An answer's envelope: as an event holds it, or the call's own.
+pub(crate) enum Answer<'a> {
+    Value(&'a Value),
+    Envelope(&'a vibe_errors::Envelope),
+}
+
 fn write_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
     match value {
         Some(text) => {
@@ -156,12 +243,25 @@ fn write_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
     }
 }
 
-fn write_opt_value(out: &mut Vec<u8>, value: Option<&Value>) {
+fn write_opt_value(out: &mut Vec<u8>, value: Option<&Value>, redactor: &Redactor) {
     match value {
-        Some(value) => {
-            let _ = write_canonical(out, value);
-        }
+        Some(value) => redactor.write(out, value),
         None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// Writes an answer's envelope as [`Event::answer`] records it (canonical, redacted): a
+/// success without an image straight from its result, anything else through the recorded copy.
+fn write_answer(out: &mut Vec<u8>, answer: &Answer<'_>, redactor: &Redactor) {
+    match answer {
+        Answer::Value(value) => redactor.write(out, value),
+        // `ok` sorts before `result`, and neither is a key redaction looks at.
+        Answer::Envelope(vibe_errors::Envelope::Ok(result)) if !carries_image(result) => {
+            out.extend_from_slice(b"{\"ok\":true,\"result\":");
+            redactor.write(out, result);
+            out.push(b'}');
+        }
+        Answer::Envelope(envelope) => redactor.write(out, &recorded_envelope(envelope)),
     }
 }
 
@@ -189,30 +289,34 @@ fn write_head(out: &mut Vec<u8>, seq: u64, time: &str) {
     write_opt_str(out, Some(time));
 }
 
-/// The event's part of a record line: everything from `,"session"` to the `detail`, in their
-/// fixed order. It depends on the event alone, not on the record's place in the chain.
-pub(crate) fn write_body(out: &mut Vec<u8>, event: &Event) {
+/// The event's part of a record line, redacted: everything from `,"session"` to the
+/// `detail`, in their fixed order. It depends on the event alone, not on the record's place in
+/// the chain.
+pub(crate) fn write_body(out: &mut Vec<u8>, body: &Body<'_>, redactor: &Redactor) {
     out.extend_from_slice(b",\"session\":");
-    write_opt_str(out, Some(&event.session));
+    write_opt_str(out, Some(body.session));
     out.extend_from_slice(b",\"kind\":\"");
-    out.extend_from_slice(event.kind.as_str().as_bytes());
+    out.extend_from_slice(body.kind.as_str().as_bytes());
     out.extend_from_slice(b"\",\"tool\":");
-    write_opt_str(out, event.tool.as_deref());
+    write_opt_str(out, body.tool);
     out.extend_from_slice(b",\"call_id\":");
-    match event.call_id {
+    match body.call_id {
         Some(id) => {
             let _ = write!(out, "{id}");
         }
         None => out.extend_from_slice(b"null"),
     }
     out.extend_from_slice(b",\"args\":");
-    write_opt_value(out, event.args.as_ref());
+    write_opt_value(out, body.args, redactor);
     out.extend_from_slice(b",\"envelope\":");
-    write_opt_value(out, event.envelope.as_ref());
+    match &body.envelope {
+        Some(answer) => write_answer(out, answer, redactor),
+        None => out.extend_from_slice(b"null"),
+    }
     out.extend_from_slice(b",\"class\":");
-    write_opt_str(out, event.class.as_deref());
+    write_opt_str(out, body.class);
     out.extend_from_slice(b",\"detail\":");
-    write_opt_value(out, event.detail.as_ref());
+    write_opt_value(out, body.detail, redactor);
 }
 
 /// The previous hash, then the hash of everything from `start` on; returns the hash.
@@ -342,6 +446,61 @@ mod tests {
         );
     }
 
+    /// The records of a call and its answer written straight from the arguments and envelope
+    /// are byte for byte those of the events [`Event::call`] and [`Event::answer`] make (the
+    /// copies, redacted, then written): successes with and without an image or `_meta`, values
+    /// to redact at any depth, failures, results that are not objects.
+    #[test]
+    fn borrowed_bodies_write_what_events_write() {
+        use vibe_errors::{Envelope, ErrorBody, ErrorCode, Image, Meta};
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend_from_slice(&4u32.to_be_bytes());
+        png.extend_from_slice(&4u32.to_be_bytes());
+        let image = Meta {
+            image: Some(Image::png(png).unwrap()),
+            ..Meta::default()
+        };
+        let envelopes = [
+            Envelope::ok(json!({"name": "Cube", "location": [1.0, 2.5, -0.0], "visible": true})),
+            Envelope::ok(json!({"path": "/sandbox/a.png"})).with_meta(image),
+            Envelope::ok(json!({"_meta": {"image": {"path": "/sandbox/b.png", "data": 7}}})),
+            Envelope::ok(
+                json!({"a": [{"Token": "t-value", "code": "print(1)"}, {"FilePath": "/etc/x"}]}),
+            ),
+            Envelope::ok(json!("text")),
+            Envelope::ok(json!([1, {"output": "/sandbox/o.txt"}])),
+            Envelope::Err(
+                ErrorBody::new(ErrorCode::InvalidArguments, "bad")
+                    .with_detail("path", "/sandbox/p")
+                    .with_detail("secret", "s-value"),
+            ),
+        ];
+        let args = json!({"name": "Cube", "script": "x = 1", "nested": {"auth": "a-value", "output": "/o"}});
+        let redactor = Redactor::new(
+            &vibe_contract::AuditPolicy::default(),
+            Some("/sandbox".into()),
+        );
+        let written = |body: &Body<'_>| {
+            let mut out = Vec::new();
+            write_body(&mut out, body, &redactor);
+            String::from_utf8(out).unwrap()
+        };
+        let event = Event::call("s", 3, "python.exec", args.clone());
+        assert_eq!(
+            written(&Body::call("s", 3, "python.exec", &args)),
+            written(&event.body())
+        );
+        for envelope in &envelopes {
+            let event = Event::answer("s", 3, "object.info", envelope);
+            let borrowed = written(&Body::answer("s", 3, "object.info", envelope));
+            assert_eq!(borrowed, written(&event.body()));
+            assert!(
+                !borrowed.contains("/etc") && !borrowed.contains("-value"),
+                "{borrowed}"
+            );
+        }
+    }
+
     #[test]
     fn dates() {
         assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
@@ -354,7 +513,7 @@ mod tests {
         let mut out = Vec::new();
         let event = Event::call("s", 1, "object.move", serde_json::json!({"name": "Cube"}));
         let mut body = Vec::new();
-        write_body(&mut body, &event);
+        write_body(&mut body, &event.body(), &Redactor::default());
         let hash = seal_body(&mut out, 1, "t", GENESIS, &body);
         assert!(
             String::from_utf8_lossy(&out).starts_with(r#"{"seq":1,"time":"t","session":"s","kind":"call","tool":"object.move","call_id":1,"args":{"name":"Cube"},"envelope":null,"class":null,"detail":null,"prev":""#),

@@ -12,11 +12,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
+use vibe_errors::Envelope;
 
 use crate::error::AuditError;
 use crate::log::AuditLog;
-use crate::record::{Event, RecordKind};
+use crate::record::{Body, Event, RecordKind, write_body};
 use crate::redact::Redactor;
 
 /// What happens when the queue is full.
@@ -192,9 +193,8 @@ impl AuditWriter {
         }
     }
 
-    /// `event` rendered for the thread, into a buffer it wrote from before when there is one.
-    /// The event is dropped here, on the thread that made it.
-    fn render(&self, event: Event) -> Rendered {
+    /// `body` rendered for the thread, into a buffer it wrote from before when there is one.
+    fn render(&self, body: &Body<'_>) -> Rendered {
         let mut rendered = {
             let mut spare = self.shared.spare();
             match spare.buffers.pop() {
@@ -210,9 +210,9 @@ impl AuditWriter {
             }
         };
         rendered.body.clear();
-        self.redactor.render(&event, &mut rendered.body);
+        write_body(&mut rendered.body, body, &self.redactor);
         rendered.session.clear();
-        rendered.session.push_str(&event.session);
+        rendered.session.push_str(body.session);
         rendered
     }
 
@@ -265,6 +265,34 @@ impl AuditWriter {
     /// Queues an event. With [`Overflow::Drop`] a full queue answers [`AuditError::Dropped`]
     /// (the drop is recorded); with backpressure the call waits for room.
     pub fn record(&self, event: Event) -> Result<(), AuditError> {
+        self.queue(&event.body())
+    }
+
+    /// Queues the record of a call, as [`AuditWriter::record`] of [`Event::call`] would,
+    /// without copying `args` into an event.
+    pub fn record_call(
+        &self,
+        session: &str,
+        call_id: u64,
+        tool: &str,
+        args: &Value,
+    ) -> Result<(), AuditError> {
+        self.queue(&Body::call(session, call_id, tool, args))
+    }
+
+    /// Queues the record of an answer, as [`AuditWriter::record`] of [`Event::answer`] would,
+    /// without copying `envelope` into an event.
+    pub fn record_answer(
+        &self,
+        session: &str,
+        call_id: u64,
+        tool: &str,
+        envelope: &Envelope,
+    ) -> Result<(), AuditError> {
+        self.queue(&Body::answer(session, call_id, tool, envelope))
+    }
+
+    fn queue(&self, body: &Body<'_>) -> Result<(), AuditError> {
         self.check_failed()?;
         let wait = self.overflow == Overflow::Backpressure;
         let dropped = || {
@@ -280,7 +308,7 @@ impl AuditWriter {
                 return dropped();
             }
         }
-        match self.push(Message::Record(self.render(event)), false, wait)? {
+        match self.push(Message::Record(self.render(body)), false, wait)? {
             Some(()) => Ok(()),
             None => dropped(),
         }
@@ -293,7 +321,11 @@ impl AuditWriter {
     pub fn record_durable(&self, event: Event) -> Result<(), AuditError> {
         self.check_failed()?;
         let (done, wait) = sync_channel(1);
-        self.push(Message::Durable(self.render(event), done), true, true)?;
+        self.push(
+            Message::Durable(self.render(&event.body()), done),
+            true,
+            true,
+        )?;
         wait.recv()
             .map_err(|_| stopped())?
             .map_err(AuditError::WriterFailed)

@@ -137,6 +137,18 @@ impl Write for HashWriter {
 
 /// Writes the canonical JSON of `value` to `out`.
 pub fn write_canonical<W: Write>(out: &mut W, value: &Value) -> io::Result<()> {
+    write_canonical_with(out, value, &|_, _| None)
+}
+
+/// Writes the canonical JSON of `value` to `out`, each object entry (at any depth) for which
+/// `replace(key, item)` answers a value written as that value instead of `item` (and not
+/// looked into further): the canonical JSON of a copy with those entries replaced, without
+/// the copy.
+pub fn write_canonical_with<W, F>(out: &mut W, value: &Value, replace: &F) -> io::Result<()>
+where
+    W: Write,
+    F: Fn(&str, &Value) -> Option<Value>,
+{
     match value {
         Value::Null => out.write_all(b"null"),
         Value::Bool(true) => out.write_all(b"true"),
@@ -149,7 +161,7 @@ pub fn write_canonical<W: Write>(out: &mut W, value: &Value) -> io::Result<()> {
                 if i > 0 {
                     out.write_all(b",")?;
                 }
-                write_canonical(out, item)?;
+                write_canonical_with(out, item, replace)?;
             }
             out.write_all(b"]")
         }
@@ -160,13 +172,13 @@ pub fn write_canonical<W: Write>(out: &mut W, value: &Value) -> io::Result<()> {
             out.write_all(b"{")?;
             if sorted {
                 for (i, (key, item)) in map.iter().enumerate() {
-                    write_entry(out, i, key, item)?;
+                    write_entry(out, i, key, item, replace)?;
                 }
             } else {
                 let mut entries: Vec<(&String, &Value)> = map.iter().collect();
                 entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
                 for (i, (key, item)) in entries.into_iter().enumerate() {
-                    write_entry(out, i, key, item)?;
+                    write_entry(out, i, key, item, replace)?;
                 }
             }
             out.write_all(b"}")
@@ -174,13 +186,20 @@ pub fn write_canonical<W: Write>(out: &mut W, value: &Value) -> io::Result<()> {
     }
 }
 
-fn write_entry<W: Write>(out: &mut W, i: usize, key: &str, item: &Value) -> io::Result<()> {
+fn write_entry<W, F>(out: &mut W, i: usize, key: &str, item: &Value, replace: &F) -> io::Result<()>
+where
+    W: Write,
+    F: Fn(&str, &Value) -> Option<Value>,
+{
     if i > 0 {
         out.write_all(b",")?;
     }
     write_string(out, key)?;
     out.write_all(b":")?;
-    write_canonical(out, item)
+    match replace(key, item) {
+        Some(replaced) => write_canonical(out, &replaced),
+        None => write_canonical_with(out, item, replace),
+    }
 }
 
 fn write_string<W: Write>(out: &mut W, text: &str) -> io::Result<()> {

@@ -134,6 +134,7 @@ pub use default_registry::{
 pub use effects::{DataKind, Effect, EffectAction};
 pub use fingerprint::{
     FINGERPRINT_PREFIX, Fingerprint, canonical_float, canonical_json, write_canonical,
+    write_canonical_with,
 };
 pub use macro_registry::{Condition, MacroRegistry, MacroSpec, MacroStep, RollbackMode};
 pub use mcp::{MCP_MACRO_PREFIX, envelope_output_schema};

@@ -336,6 +336,16 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
+    /// Its name: `E0` to `E3`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::E0 => "E0",
+            FailureClass::E1 => "E1",
+            FailureClass::E2 => "E2",
+            FailureClass::E3 => "E3",
+        }
+    }
+
     /// Whether this class enters the fast retry loop of seed 003 (E1 and E2 do).
     pub fn fast_retry(self) -> bool {
         matches!(self, FailureClass::E1 | FailureClass::E2)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
-use vibe_audit::{AuditWriter, Event, RecordKind};
+use vibe_audit::{AuditWriter, RecordKind};
 use vibe_contract::Agreement;
 use vibe_errors::{Envelope, ErrorBody, ErrorCode, Meta, Reason};
 use vibe_transport::{CancellationToken, SessionConfig, Transport, TransportError, deadline_left};
@@ -436,13 +436,13 @@ impl Pipeline {
                 }
                 Err(error) => {
                     let session = &self.session;
-                    session.audit(Event::call(session.session_id(), id, tool, params));
+                    session.audit_call(id, tool, &params);
                     let envelope = Envelope::Err(
                         error
                             .with_detail("cancelled", true)
                             .with_detail("partial_effects", "none: the call never started"),
                     );
-                    session.audit(Event::answer(session.session_id(), id, tool, &envelope));
+                    session.audit_answer(id, tool, &envelope);
                     envelope
                 }
             }
@@ -532,7 +532,7 @@ impl Pipeline {
         deadline: Duration,
     ) -> Envelope {
         let session = &self.session;
-        session.audit(Event::call(session.session_id(), id, tool, params.clone()));
+        session.audit_call(id, tool, &params);
         let mut call = CallContext {
             id,
             cancel,
@@ -553,12 +553,7 @@ impl Pipeline {
             window.leave(session).await;
         }
         self.after(&call, &envelope);
-        session.audit(Event::answer(
-            session.session_id(),
-            call.id,
-            tool,
-            &envelope,
-        ));
+        session.audit_answer(call.id, tool, &envelope);
         envelope
     }
 

@@ -432,10 +432,22 @@ impl Session {
     }
 
     pub(crate) fn audit(&self, event: Event) {
-        if let Some(audit) = &self.audit
-            && let Err(error) = audit.record(event)
-        {
-            tracing::warn!(%error, "audit record not written");
+        if let Some(audit) = &self.audit {
+            warn_unwritten(audit.record(event));
+        }
+    }
+
+    /// The record of call `id` as it starts (its arguments are rendered, not copied).
+    pub(crate) fn audit_call(&self, id: u64, tool: &str, params: &serde_json::Value) {
+        if let Some(audit) = &self.audit {
+            warn_unwritten(audit.record_call(self.session_id(), id, tool, params));
+        }
+    }
+
+    /// The record of call `id`'s answer (its envelope is rendered, not copied).
+    pub(crate) fn audit_answer(&self, id: u64, tool: &str, envelope: &vibe_errors::Envelope) {
+        if let Some(audit) = &self.audit {
+            warn_unwritten(audit.record_answer(self.session_id(), id, tool, envelope));
         }
     }
 
@@ -452,5 +464,11 @@ impl Session {
             }
             _ => self.audit(event),
         }
+    }
+}
+
+fn warn_unwritten(written: Result<(), vibe_audit::AuditError>) {
+    if let Err(error) = written {
+        tracing::warn!(%error, "audit record not written");
     }
 }
