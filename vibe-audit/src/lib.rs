@@ -54,13 +54,13 @@
 //!
 //! `cargo bench -p vibe-audit` (criterion, 2-core machine, records of ~330 bytes; each beside
 //! plain `serde_json` + blake3 over the same records in the same run): sealing and appending,
-//! measured 2026-11-24, ~1.69M records/s (baseline `to_vec` + blake3: ~1.45M/s; the redaction
-//! check no longer makes a lowercase copy of every key); verifying, measured 2026-11-23,
+//! measured 2026-11-24, ~1.73M records/s (baseline `to_vec` + blake3: ~1.46M/s; redaction is
+//! applied as the record is written, in one pass, with no lowercase copy of any key); verifying, measured 2026-11-23,
 //! ~1.76M records/s (lines split and hashed on up to `MAX_VERIFY_THREADS` threads, links checked
 //! in order; baseline parse + hash on as many threads: ~0.64M/s).
-//! Durable modes, to a file on this machine's disk: flush per batch of 1000 ~830k records/s,
-//! flush per record ~360k/s, fsync per batch of 100 ~250k/s (fsync cost depends entirely on the
-//! disk).
+//! Durable modes, to a file on this machine's disk, measured 2026-11-24: flush per batch of
+//! 1000 ~760k records/s, flush per record ~510k/s, fsync per batch of 100 ~230k/s (fsync cost
+//! depends entirely on the disk).
 //!
 //! The `vibe-audit` binary verifies and tails logs: `vibe-audit verify vibe_audit.jsonl`,
 //! `vibe-audit tail vibe_audit.jsonl -n 20`.

@@ -46,7 +46,8 @@
 //!   scene index answers collection membership and names, instead of Blender's per-object
 //!   scans: it was 54 / 90 / 164 us before). A result is encoded once: `ok` keeps the text its
 //!   JSON-safety check encoded (`envelope.Checked`), and the answer is written around it.
-//!   Through the transport 23-24 us: 1.66-1.71x the handler with JSON, 1.24-1.29x the
+//!   Through the transport 23.5-25 us: 1.68-1.77x the handler with JSON (1.66-1.71x in an
+//!   earlier run the same day, with the same transport: run-to-run spread), 1.26-1.32x the
 //!   machine's floor plus the handler. The floor (the same Python answering a ready line over
 //!   pipes, no Blender, both sides polling before they sleep) is 4.7 us; the bridge against a
 //!   kernel that answers at once is 9.0 us, so the bridge's own share is ~4 us. It was
@@ -54,20 +55,22 @@
 //!   to the main thread, and both sides slept between frames; waking a sleeping CPU of this VM
 //!   costs ~30-60 us. The stdio kernel now reads on its main thread and both sides poll
 //!   briefly before they sleep (PROTOCOL.md §5).
-//! * Batched (100 calls in one frame): 17-18 us per call, 1.23-1.28x the handler with JSON.
-//!   The same 100 calls made at once without a batch: ~20 us per call.
-//! * Through the pipeline with the audit writer on a file: 31 us, 1.29-1.33x the transport;
-//!   the audit writer adds 14-20% (it was 14-43%). Callers render their records (redacted, as
-//!   bytes) and the writer's thread only chains and writes them, waking once per burst: its
-//!   CPU per second of calls fell from ~145 to ~52 ms, which on two cores is taken from the
+//! * Batched (100 calls in one frame): 17-18 us per call, 1.24-1.29x the handler with JSON.
+//!   The same 100 calls made at once without a batch: 20-21 us per call.
+//! * Through the pipeline with the audit writer on a file: 29-31 us, 1.20-1.26x the
+//!   transport; the audit writer adds 12-20% (it was 14-43%). Callers render their records
+//!   (redacted as they are written, straight from the call's arguments and its envelope, no
+//!   copy) and the writer's thread only chains and writes them, waking once per burst: its CPU
+//!   per second of calls fell from ~145 to ~55 ms, which on two cores is taken from the
 //!   caller or from Blender.
-//! * `object.move`: ~21 us in-process, 25-27 us with JSON, 40-42 us through the transport.
-//! * `scene.snapshot`: 13 / 28 / 62 ms in-process with JSON at 1k / 2k / 4k objects (linear;
-//!   it was quadratic), 16 / 35 / 69 ms through the transport with the bridge's sealing: 4k is
-//!   2.01x 2k. Through the pipeline with audit 25 / 55 / 123 ms (the bench does not split
+//! * `object.move`: ~21 us in-process, ~26 us with JSON, 41-42 us through the transport,
+//!   47-48 us through the pipeline.
+//! * `scene.snapshot`: 13 / 31 / 61 ms in-process with JSON at 1k / 2k / 4k objects (linear;
+//!   it was quadratic), 16 / 35 / 67 ms through the transport with the bridge's sealing: 4k is
+//!   1.93x 2k. Through the pipeline with audit 24 / 54 / 110 ms (the bench does not split
 //!   that further).
-//! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: ~0.2 ms through the
-//!   transport (it was 24 ms): code the kernel proves read-only needs no rollback point. Code
+//! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: 0.16-0.18 ms through
+//!   the transport (it was 24 ms): code the kernel proves read-only needs no rollback point. Code
 //!   that writes saves a rollback point and takes the lock's inventories: ~18 ms at 1,000
 //!   objects, in-process.
 //! * `transaction.begin` + `rollback` saves a copy and reopens it: it grows with the scene.
