@@ -173,11 +173,7 @@ fn recorded_envelope(envelope: &vibe_errors::Envelope) -> Value {
 
 /// Whether a result has `_meta.image.data` (an image's bytes, which are not recorded).
 fn carries_image(result: &Value) -> bool {
-    result
-        .get(vibe_errors::META_KEY)
-        .and_then(|meta| meta.get("image"))
-        .and_then(|image| image.get("data"))
-        .is_some()
+    result.pointer("/_meta/image/data").is_some()
 }
 
 /// The parts of an event as its record line writes them, borrowed: from an [`Event`], or

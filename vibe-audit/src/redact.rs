@@ -4,9 +4,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Value, json};
-use vibe_contract::AuditPolicy;
-
-use vibe_contract::write_canonical_with;
+use vibe_contract::{AuditPolicy, write_canonical_with};
 
 /// Argument keys whose values are secrets and are never written.
 pub const SECRET_KEYS: [&str; 6] = [

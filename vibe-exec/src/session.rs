@@ -432,22 +432,28 @@ impl Session {
     }
 
     pub(crate) fn audit(&self, event: Event) {
-        if let Some(audit) = &self.audit {
-            warn_unwritten(audit.record(event));
-        }
+        self.audit_with(|audit, _| audit.record(event));
     }
 
     /// The record of call `id` as it starts (its arguments are rendered, not copied).
     pub(crate) fn audit_call(&self, id: u64, tool: &str, params: &serde_json::Value) {
-        if let Some(audit) = &self.audit {
-            warn_unwritten(audit.record_call(self.session_id(), id, tool, params));
-        }
+        self.audit_with(|audit, session| audit.record_call(session, id, tool, params));
     }
 
     /// The record of call `id`'s answer (its envelope is rendered, not copied).
     pub(crate) fn audit_answer(&self, id: u64, tool: &str, envelope: &vibe_errors::Envelope) {
-        if let Some(audit) = &self.audit {
-            warn_unwritten(audit.record_answer(self.session_id(), id, tool, envelope));
+        self.audit_with(|audit, session| audit.record_answer(session, id, tool, envelope));
+    }
+
+    /// Queues a record on the session's writer, if it has one; a record not written is logged.
+    fn audit_with(
+        &self,
+        record: impl FnOnce(&AuditWriter, &str) -> Result<(), vibe_audit::AuditError>,
+    ) {
+        if let Some(audit) = &self.audit
+            && let Err(error) = record(audit, self.session_id())
+        {
+            tracing::warn!(%error, "audit record not written");
         }
     }
 
@@ -464,11 +470,5 @@ impl Session {
             }
             _ => self.audit(event),
         }
-    }
-}
-
-fn warn_unwritten(written: Result<(), vibe_audit::AuditError>) {
-    if let Err(error) = written {
-        tracing::warn!(%error, "audit record not written");
     }
 }
