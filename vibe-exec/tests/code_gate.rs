@@ -13,8 +13,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;
 use support::*;
-use vibe_exec::code::policy::{MAX_EXPRESSION_DEPTH, MAX_NESTING, MAX_SOURCE_BYTES};
-use vibe_exec::code::{Verdict, check};
+use vibe_exec::code::policy::{
+    MAX_EXPRESSION_DEPTH, MAX_NESTING, MAX_SOURCE_BYTES, PARSE_STACK_BYTES,
+};
+use vibe_exec::code::{Verdict, check, check_on_stack};
 
 /// (escape attempt, the rule that must catch it)
 const ESCAPES: [(&str, &str); 49] = [
@@ -864,6 +866,14 @@ fn on_default_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
     thread.unwrap().join().unwrap()
 }
 
+/// Refused before parsing for a replacement field the gate cannot bound: nested f-strings.
+fn is_field_refusal(verdict: &Verdict) -> bool {
+    matches!(verdict, Verdict::Violations(found) if found.len() == 1
+        && found[0].rule == "fstring_field_unsupported"
+        && found[0].detail.contains("replacement field holds")
+        && found[0].line >= 1 && found[0].column == 1)
+}
+
 fn is_limit(verdict: &Verdict) -> bool {
     matches!(verdict, Verdict::Violations(found) if found.len() == 1
         && matches!(found[0].rule, "nesting_too_deep" | "source_too_large")
@@ -888,7 +898,13 @@ fn deep_input_of_every_construct_answers_with_the_limit_named() {
                     started.elapsed() < Duration::from_secs(5),
                     "{construct} {depth}"
                 );
-                if depth >= 1_000 {
+                if construct == "f-strings" {
+                    // A nested f-string is refused at the second level, whatever the depth.
+                    assert!(
+                        is_field_refusal(&verdict),
+                        "{construct} at {depth}: {verdict:?}"
+                    );
+                } else if depth >= 1_000 {
                     assert!(is_limit(&verdict), "{construct} at {depth}: {verdict:?}");
                 }
             }
@@ -898,8 +914,15 @@ fn deep_input_of_every_construct_answers_with_the_limit_named() {
 
 #[test]
 fn the_deepest_accepted_input_of_every_construct_fits_in_half_the_default_stack() {
-    let thread = std::thread::Builder::new().stack_size(1 << 20).spawn(|| {
+    // The parser thread gets 1 MiB here, not the gate's PARSE_STACK_BYTES.
+    let check = |source: &str| check_on_stack(source, 1 << 20);
+    let thread = std::thread::Builder::new().spawn(move || {
         for construct in CONSTRUCTS {
+            if construct == "f-strings" {
+                assert_eq!(check(&nested(construct, 1)), Verdict::Clean);
+                assert!(is_field_refusal(&check(&nested(construct, 2))));
+                continue;
+            }
             let (mut accepted, mut refused) = (1, 2 * MAX_EXPRESSION_DEPTH);
             assert!(is_limit(&check(&nested(construct, refused))), "{construct}");
             while refused - accepted > 1 {
@@ -938,7 +961,8 @@ fn sixteen_mebibytes_answer_on_the_default_stack() {
         ] {
             let source = unit.repeat(payload / unit.len());
             let started = Instant::now();
-            assert!(is_limit(&check(&source)), "{unit:?}");
+            let verdict = check(&source);
+            assert!(is_limit(&verdict) || is_field_refusal(&verdict), "{unit:?}");
             assert!(started.elapsed() < Duration::from_secs(2), "{unit:?}");
         }
         // Just under the gate's own limit, every nesting is refused on its depth instead.
@@ -954,6 +978,10 @@ fn sixteen_mebibytes_answer_on_the_default_stack() {
         ] {
             let source = unit.repeat(MAX_SOURCE_BYTES / unit.len());
             let verdict = check(&source);
+            if unit == "f\"{" {
+                assert!(is_field_refusal(&verdict), "{verdict:?}");
+                continue;
+            }
             let depth =
                 matches!(&verdict, Verdict::Violations(f) if f[0].rule == "nesting_too_deep");
             assert!(depth && is_limit(&verdict), "{unit:?}: {verdict:?}");
@@ -1047,6 +1075,147 @@ fn the_gate_never_panics_on_generated_deep_input() {
         counts[4]
     );
     assert!(counts[0] > 0, "the depth limit was exercised");
+}
+
+/// The deepest staircase of blocks that fits in `MAX_SOURCE_BYTES`, inside one bracket: the
+/// pre-scan sees one bracket of short runs (each header's comma starts a new one), while the
+/// parser, recovering from `def` inside the bracket, reads every line break as a statement end
+/// and every deeper line as a block.
+fn staircase() -> String {
+    let mut code = String::from("x = [1,\ndef\n");
+    let mut level = 0;
+    // Room for this line ("with a, b:\n" after the indent) and the last ("pass\n]\n").
+    while code.len() + (level + 11) + (level + 1 + 7) <= MAX_SOURCE_BYTES {
+        code.push_str(&format!("{}with a, b:\n", " ".repeat(level)));
+        level += 1;
+    }
+    code + &" ".repeat(level) + "pass\n]\n"
+}
+
+/// A brace, a quote or a line break of a field read as the f-string's own: the parser leaves
+/// the field early at `def` and reads on as text, then as code (the case a CI run met).
+fn derailed_fstring(payload: &str) -> String {
+    format!("f\"{{f\"{{async def f():\n    await x}}\"}}\"{payload}\n")
+}
+
+#[test]
+fn what_error_recovery_reads_differently_stays_bounded() {
+    let answers = on_default_stack(|| {
+        // Blocks the pre-scan never saw: about 1,450 deep, parsed with a quarter of the stack.
+        let stairs = staircase();
+        assert!(stairs.len() <= MAX_SOURCE_BYTES);
+        let stairs = check_on_stack(&stairs, PARSE_STACK_BYTES / 4);
+        // Strings of a field read as code: refused before the parser runs.
+        let derailed = [
+            derailed_fstring(&".b".repeat(24_000)),
+            derailed_fstring(&"(".repeat(500_000)),
+            derailed_fstring(&"[1]".repeat(200_000)),
+            format!("f\"{{ [def] '{{{}}}' }}\"", "(".repeat(500_000)),
+            format!("x = f\"{{ [1 def] }}\"\ny = '{}'\n", "(".repeat(500_000)),
+        ]
+        .map(|source| check(&source));
+        (stairs, derailed)
+    });
+    assert!(matches!(&answers.0, Verdict::Syntax(_)), "{:?}", answers.0);
+    // The first three reach the field rule; the others are refused some way, never run.
+    for verdict in &answers.1[..3] {
+        assert!(is_field_refusal(verdict), "{verdict:?}");
+    }
+    assert!(answers.1.iter().all(|verdict| *verdict != Verdict::Clean));
+}
+
+/// Inputs built to derail the parser's error recovery: an f-string (or a bracket) holding a
+/// token that makes the parser recover, then a deep payload in code, a string, a comment or a
+/// second f-string, or a staircase of blocks after it.
+fn derailing_input() -> impl Strategy<Value = String> {
+    let trigger = prop::sample::select(vec![
+        "def",
+        "async def f():\n",
+        "class",
+        "return",
+        "]",
+        ")",
+        "}",
+        ":",
+        "=",
+        "!r",
+        "\n",
+        "#c\n",
+        "'{'",
+        "\"",
+        "'",
+        "lambda",
+        "import",
+        "[def]",
+        "(def\n)",
+        "{x:{",
+        "\\\n",
+    ]);
+    let opener = prop::sample::select(vec![
+        "f\"{", "f'{", "f\"\"\"{", "t\"{", "f\"{f\"{", "f'{[", "[", "(", "f\"{x:{", "rf\"{",
+    ]);
+    let closer = prop::sample::select(vec!["}\"", "}'", "}\"\"\"", "]", ")", "}\"}\"", ""]);
+    let wrapper = prop::sample::select(vec!["", "\"", "'", "\"\"\"", "#", "f\"{", "'{"]);
+    let payload = (0..CONSTRUCTS.len() - 4, 1..=60_000usize)
+        .prop_map(|(construct, depth)| nested(CONSTRUCTS[construct], depth).replace('\n', " "));
+    let layer = (opener, prop::collection::vec(trigger, 1..=3), closer);
+    (
+        prop::collection::vec(layer, 1..=3),
+        wrapper,
+        payload,
+        0..=1_200usize,
+    )
+        .prop_map(|(layers, wrapper, payload, stairs)| {
+            let mut code = String::new();
+            for (opener, triggers, closer) in layers {
+                code.push_str(opener);
+                code.push_str(" x ");
+                code.push_str(&triggers.concat());
+                code.push_str(closer);
+            }
+            code.push_str(wrapper);
+            code.push_str(&payload);
+            code.push_str(wrapper);
+            code.push('\n');
+            for level in 0..stairs {
+                code.push_str(&format!("{}with a, b:\n", " ".repeat(level)));
+            }
+            code
+        })
+}
+
+#[test]
+fn the_gate_never_overflows_on_input_built_to_derail_recovery() {
+    let counts = on_default_stack(|| {
+        let mut runner = TestRunner::new(Config {
+            cases: 256,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let tally = std::cell::RefCell::new(std::collections::BTreeMap::new());
+        runner
+            .run(&derailing_input(), |source| {
+                let started = Instant::now();
+                let verdict = check(&source);
+                prop_assert!(started.elapsed() < Duration::from_secs(5));
+                let kind = match &verdict {
+                    Verdict::Violations(f) => f[0].rule,
+                    Verdict::Syntax(_) => "syntax error",
+                    Verdict::Clean => "clean",
+                };
+                *tally.borrow_mut().entry(kind).or_insert(0usize) += 1;
+                Ok(())
+            })
+            .unwrap();
+        tally.into_inner()
+    });
+    println!("derailing input: {counts:?}");
+    assert!(
+        counts
+            .get("fstring_field_unsupported")
+            .is_some_and(|n| *n > 0)
+    );
+    assert!(counts.get("syntax error").is_some_and(|n| *n > 0));
 }
 
 #[test]

@@ -32,7 +32,9 @@
 //! # Limits
 //!
 //! The parser, the visitor and the tree's drop all recurse, so depth is bounded on Ruff's tokens
-//! before the parser runs ([`super::policy::prescan`]): any input answers, on a 2 MiB thread
+//! before the parser runs (the pre-scan, which does not recurse), and the parse runs on a thread
+//! of its own with room for what the parser's error recovery reads differently from the
+//! pre-scan (the pre-scan module explains both). Any input answers, whatever the caller's
 //! stack, and never overflows or panics.
 //!
 //! | Limit | Value | Rule |
@@ -40,6 +42,8 @@
 //! | [`MAX_SOURCE_BYTES`] | 1 MiB | `source_too_large` |
 //! | [`MAX_NESTING`](super::policy::MAX_NESTING): brackets, f-string fields, blocks | 100 | `nesting_too_deep` |
 //! | [`MAX_EXPRESSION_DEPTH`](super::policy::MAX_EXPRESSION_DEPTH): estimated tree depth | 256 | `nesting_too_deep` |
+//! | a replacement field holding a string, a nested f-string, a comment or a line break | refused | `fstring_field_unsupported` |
+//! | [`PARSE_STACK_BYTES`](super::policy::PARSE_STACK_BYTES): the parser thread's stack | 64 MiB | `gate_unavailable` if it cannot start |
 //! | [`MAX_VIOLATIONS`]: violations reported | 50 | |
 //!
 //! # Rules
@@ -48,7 +52,7 @@
 //! `frame_access`, `builtin_denied`, `attribute_denied`, `operator_denied`, `file_writer`,
 //! `dynamic_attribute`, `string_evaluation`, `dunder_definition`, `metaclass_denied`,
 //! `registered_class`, `module_patch`, `kernel_access`, `dunder_string`, `script_node`, and the
-//! two limits above. Every violation names its rule, says why, and gives line and column.
+//! refusals of the table above. Every violation names its rule, says why, and gives line and column.
 //! Classes are allowed, with the special methods of [`super::policy::DUNDER_METHODS_ALLOWED`]
 //! defined in a class body and `super().__init__(...)`.
 //!
@@ -69,9 +73,11 @@ use unicode_normalization::UnicodeNormalization;
 
 pub use super::policy::{DENIED_ATTRIBUTES, DENIED_NAMES, DENIED_OPERATORS, IMPORT_ALLOWLIST};
 use super::policy::{
-    DUNDER_METHODS_ALLOWED, MAX_SOURCE_BYTES, MAX_VIOLATIONS, STAR_IMPORT_ALLOWLIST, Use,
-    format_reaches_attributes, identifier_rule, is_dunder, operator_rule, prescan, string_rule,
+    DUNDER_METHODS_ALLOWED, MAX_SOURCE_BYTES, MAX_VIOLATIONS, PARSE_STACK_BYTES,
+    STAR_IMPORT_ALLOWLIST, Use, format_reaches_attributes, identifier_rule, is_dunder,
+    operator_rule, string_rule,
 };
+use super::prescan::{Refusal, prescan};
 
 /// How the gate acts on a violation, as the contract's `constraints.code_gate` says.
 pub use vibe_contract::CodeGateMode;
@@ -126,8 +132,17 @@ pub fn normalize(identifier: &str) -> String {
     identifier.nfkc().collect()
 }
 
-/// Parses and checks `source`.
+/// Parses and checks `source`. The parse runs on a thread of its own with
+/// [`PARSE_STACK_BYTES`](super::policy::PARSE_STACK_BYTES) of stack, so the caller's stack only
+/// holds the pre-scan.
 pub fn check(source: &str) -> Verdict {
+    check_on_stack(source, PARSE_STACK_BYTES)
+}
+
+/// [`check`] with the parser thread's stack given: for the tests that measure what the limits
+/// leave room for, not for use.
+#[doc(hidden)]
+pub fn check_on_stack(source: &str, stack_bytes: usize) -> Verdict {
     let limit = |rule, detail, line| {
         let column = 1;
         Verdict::Violations(vec![Violation {
@@ -144,9 +159,44 @@ pub fn check(source: &str) -> Verdict {
         );
         return limit("source_too_large", detail, 1);
     }
-    if let Err((detail, line)) = prescan(source) {
-        return limit("nesting_too_deep", detail, line);
+    match prescan(source) {
+        Ok(()) => {}
+        Err(Refusal::Rule { rule, detail, line }) => return limit(rule, detail, line),
+        Err(Refusal::Lexical { message, at }) => {
+            let (line, column) = Lines::default().locate(source, at);
+            return Verdict::Syntax(SyntaxIssue {
+                message,
+                line,
+                column,
+            });
+        }
     }
+    // The parse runs on a thread of its own: its depth then does not depend on how deep the
+    // caller's stack already is, and error recovery has the room `PARSE_STACK_BYTES` explains.
+    let parsed = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("vibe-code-gate".into())
+            .stack_size(stack_bytes)
+            .spawn_scoped(scope, || parse_and_check(source))
+            .map(|parse| parse.join())
+    });
+    match parsed {
+        Ok(Ok(verdict)) => verdict,
+        Ok(Err(_)) => limit(
+            "gate_unavailable",
+            "the parser failed on this code; it is refused unread".to_owned(),
+            1,
+        ),
+        Err(error) => limit(
+            "gate_unavailable",
+            format!("the gate could not start its parser thread ({error}); the code is refused"),
+            1,
+        ),
+    }
+}
+
+/// Parses and checks `source`, already pre-scanned; the tree is dropped here too.
+fn parse_and_check(source: &str) -> Verdict {
     let parsed = match ruff_python_parser::parse_module(source) {
         Ok(parsed) => parsed,
         Err(error) => {

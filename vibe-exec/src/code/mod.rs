@@ -9,6 +9,7 @@ mod gate;
 mod history;
 pub mod lock;
 pub mod policy;
+mod prescan;
 mod stage;
 mod verifier;
 mod visual;
@@ -20,7 +21,7 @@ pub use fixer::{
 };
 pub use gate::{
     CodeGateMode, DENIED_ATTRIBUTES, DENIED_NAMES, DENIED_OPERATORS, IMPORT_ALLOWLIST, SyntaxIssue,
-    Verdict, Violation, check, normalize,
+    Verdict, Violation, check, check_on_stack, normalize,
 };
 pub use history::{DEFAULT_HISTORY_CAPACITY, ExecutionHistory, ExecutionRecord};
 pub use stage::CodeGateStage;

@@ -4,9 +4,6 @@
 //! The gate is a filter, not a boundary (DESIGN §9): these tables make the common escapes fail
 //! early with an explanation. The operating-system jail around the kernel is what holds.
 
-use ruff_python_ast::token::TokenKind;
-use ruff_python_parser::{Mode, lexer};
-
 /// Largest source the gate parses (`source_too_large`, refused before it is lexed). The syntax
 /// tree costs about 60 bytes of memory per byte of source (a 16 MiB program, the contract's
 /// payload limit, takes a gigabyte and 20 s in a debug build); agent code is a script, not a
@@ -20,11 +17,19 @@ pub const MAX_NESTING: usize = 100;
 /// Largest estimated depth of the syntax tree (`nesting_too_deep`). The estimate is taken on
 /// tokens, before the parser (which recurses) runs: every operator, keyword, dot, call and
 /// bracket counts as a level, commas and statement ends start a new count (except after
-/// `lambda` and `yield`, which nest across commas), and nested brackets and blocks add up. It is
-/// never below the real depth, so at this limit the parser, the visitor and the tree's drop stay
-/// inside 1 MiB of stack even in a debug build (a thread's default is 2 MiB). A bracket level
-/// costs two, so [`MAX_NESTING`] brackets fit; a 256-term sum on one line is refused.
+/// `lambda` and `yield`, which nest across commas, and inside an f-string, where nothing starts
+/// a new count), and nested brackets and blocks add up. It is never below the real depth, so at
+/// this limit the parser, the visitor and the tree's drop stay inside 1 MiB of stack even in a
+/// debug build. A bracket level costs two, so [`MAX_NESTING`] brackets fit; a 256-term sum on
+/// one line is refused.
 pub const MAX_EXPRESSION_DEPTH: usize = 256;
+
+/// Stack of the thread the gate parses, checks and drops the tree on. Input inside the limits
+/// above needs under 1 MiB; the rest is for what the parser's error recovery reads differently
+/// from the pre-scan: the blocks it can make of a bracket's lines (a staircase of
+/// [`MAX_SOURCE_BYTES`] is about 1,450 blocks deep and takes under 16 MiB in a debug build).
+/// The stack is reserved, not used: pages are touched only as deep as a parse goes.
+pub const PARSE_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// Violations reported at most; the gate stops collecting after these.
 pub const MAX_VIOLATIONS: usize = 50;
@@ -477,166 +482,9 @@ pub fn string_rule(text: &str) -> Option<(&'static str, &'static str)> {
     }
 }
 
-/// One level of brackets, f-string fields or blocks in the pre-scan, named by the token that
-/// opened it. A *run* is the tokens of one expression at this level (commas and statement ends
-/// start a new one); its depth is bounded by its operator count, the deepest bracket inside it,
-/// and the `lambda`s and `yield`s since the statement began (they nest across commas).
-struct Level {
-    opener: TokenKind,
-    /// The estimated depth of the levels below, when this one opened.
-    base: usize,
-    best: usize,
-    ops: usize,
-    child: usize,
-    sticky: usize,
-}
-
-impl Level {
-    fn new(opener: TokenKind, base: usize) -> Self {
-        let (best, ops, child, sticky) = (0, 0, 0, 0);
-        Level {
-            opener,
-            base,
-            best,
-            ops,
-            child,
-            sticky,
-        }
-    }
-    fn run(&self) -> usize {
-        self.ops + self.child + self.sticky + 1
-    }
-    fn end_run(&mut self) {
-        self.best = self.best.max(self.run());
-        self.ops = 0;
-        self.child = 0;
-    }
-}
-
-/// The token that opens what `closer` closes.
-fn opener_of(closer: TokenKind) -> Option<TokenKind> {
-    Some(match closer {
-        TokenKind::Rpar => TokenKind::Lpar,
-        TokenKind::Rsqb => TokenKind::Lsqb,
-        TokenKind::Rbrace => TokenKind::Lbrace,
-        TokenKind::FStringEnd => TokenKind::FStringStart,
-        TokenKind::TStringEnd => TokenKind::TStringStart,
-        TokenKind::Dedent => TokenKind::Indent,
-        _ => return None,
-    })
-}
-
-/// Bounds [`MAX_NESTING`] and [`MAX_EXPRESSION_DEPTH`] on Ruff's own tokens (its lexer keeps its
-/// nesting in counters and vectors, it does not recurse), so the parser never sees input deep
-/// enough to exhaust the stack. An error holds the explanation and the line (counted on newline
-/// tokens: a multi-line string before it shifts it).
-pub(super) fn prescan(source: &str) -> Result<(), (String, usize)> {
-    use TokenKind as T;
-    let mut lexer = lexer::lex(source, Mode::Module);
-    let mut stack = vec![Level::new(T::EndOfFile, 0)];
-    let mut line = 1;
-    loop {
-        let kind = lexer.next_token();
-        let top = stack.last_mut().expect("the root level stays");
-        match kind {
-            T::EndOfFile => return Ok(()),
-            T::Newline | T::Semi => {
-                top.end_run();
-                top.sticky = 0;
-                line += usize::from(kind == T::Newline);
-            }
-            T::NonLogicalNewline => line += 1,
-            T::Comma => top.end_run(),
-            // The parser's recovery for `yield` in a tuple recurses twice as deep.
-            T::Lambda => top.sticky += 1,
-            T::Yield => top.sticky += 2,
-            T::Lpar | T::Lsqb | T::Lbrace | T::FStringStart | T::TStringStart | T::Indent => {
-                // A block costs two levels: its statement and the statements inside.
-                let block = usize::from(kind == T::Indent);
-                top.ops += 1 - block;
-                let base = top.base + top.run() + block;
-                stack.push(Level::new(kind, base));
-                if stack.len() > MAX_NESTING + 1 {
-                    let detail = format!(
-                        "brackets, f-string fields and indented blocks nest deeper than \
-                         MAX_NESTING = {MAX_NESTING}"
-                    );
-                    return Err((detail, line));
-                }
-            }
-            T::Name | T::Int | T::Float | T::Complex | T::String | T::FStringMiddle => {}
-            T::TStringMiddle | T::Comment | T::Ellipsis | T::None | T::True | T::False => {}
-            _ => match opener_of(kind) {
-                // The root never matches: its opener is `EndOfFile`.
-                Some(opener) if top.opener == opener => {
-                    let mut done = stack.pop().expect("more than the root");
-                    done.end_run();
-                    let top = stack.last_mut().expect("the root level stays");
-                    let block = usize::from(opener == T::Indent);
-                    top.child = top.child.max(done.best + block);
-                    if block == 1 {
-                        top.end_run();
-                    }
-                }
-                _ => top.ops += 1,
-            },
-        }
-        let top = stack.last().expect("the root level stays");
-        if top.base + top.run() > MAX_EXPRESSION_DEPTH {
-            let detail = format!(
-                "the code nests deeper than MAX_EXPRESSION_DEPTH = {MAX_EXPRESSION_DEPTH} \
-                 (estimated on tokens: operators, dots, calls, lambdas and brackets in one \
-                 expression add up)"
-            );
-            return Err((detail, line));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_prescan_bounds_what_the_parser_would_recurse_on() {
-        assert!(prescan("x = [(1, 2), {'a': -b}]\nif x:\n    y = f(x)[0].z\n").is_ok());
-        let n = MAX_NESTING + 1;
-        let deep = format!("{}{}", "[".repeat(n), "]".repeat(n));
-        assert!(prescan(&deep).unwrap_err().0.contains("MAX_NESTING = 100"));
-        let long = format!("x = 1{}", " + 1".repeat(MAX_EXPRESSION_DEPTH));
-        let refused = prescan(&long).unwrap_err();
-        assert!(
-            refused.0.contains("MAX_EXPRESSION_DEPTH = 256"),
-            "{refused:?}"
-        );
-        let lambdas = format!("f = {}0", "lambda a, b: ".repeat(MAX_EXPRESSION_DEPTH));
-        assert!(prescan(&lambdas).is_err());
-        let yields = format!("x = {}1", "yield 1, ".repeat(MAX_EXPRESSION_DEPTH / 2));
-        assert!(prescan(&yields).is_err());
-        assert_eq!(
-            prescan("if x:\n    y = (1 +\n 2)\nz = -(((1)))").map_err(|e| e.1),
-            Ok(())
-        );
-        assert_eq!(prescan(&format!("\n\n{long}")).unwrap_err().1, 3);
-    }
-
-    #[test]
-    fn the_prescan_answers_sixteen_mebibytes_of_any_nesting() {
-        for unit in [
-            "(",
-            "-",
-            "not ",
-            "lambda: ",
-            "f\"{",
-            "a.",
-            "x[",
-            "1 if 1 else ",
-            "yield ",
-        ] {
-            let source = unit.repeat(16 * 1024 * 1024 / unit.len());
-            assert!(prescan(&source).is_err(), "{unit:?}");
-        }
-    }
 
     #[test]
     fn format_fields_that_look_attributes_up() {
