@@ -31,19 +31,19 @@
 //!
 //! # Limits
 //!
-//! The parser, the visitor and the tree's drop all recurse, so depth is bounded on Ruff's tokens
-//! before the parser runs (the pre-scan, which does not recurse), and the parse runs on a thread
-//! of its own with room for what the parser's error recovery reads differently from the
-//! pre-scan (the pre-scan module explains both). Any input answers, whatever the caller's
-//! stack, and never overflows or panics.
+//! The parser, the visitor and the tree's drop all recurse. Code that parses is bounded on Ruff's
+//! tokens before the parser runs (the pre-scan, which does not recurse). Code that does not parse
+//! is bounded by its size alone: recovering from an error the parser reads the tokens differently
+//! from the pre-scan, but every level it recurses into consumes a byte. So the parse runs on a
+//! thread of its own whose stack grows with the source ([`PARSE_STACK_PER_BYTE`]). Any input
+//! answers, whatever the caller's stack, and never overflows or panics.
 //!
 //! | Limit | Value | Rule |
 //! |---|---|---|
-//! | [`MAX_SOURCE_BYTES`] | 1 MiB | `source_too_large` |
+//! | [`MAX_SOURCE_BYTES`] | 128 KiB | `source_too_large` |
 //! | [`MAX_NESTING`](super::policy::MAX_NESTING): brackets, f-string fields, blocks | 100 | `nesting_too_deep` |
 //! | [`MAX_EXPRESSION_DEPTH`](super::policy::MAX_EXPRESSION_DEPTH): estimated tree depth | 256 | `nesting_too_deep` |
-//! | a replacement field holding a string, a nested f-string, a comment or a line break | refused | `fstring_field_unsupported` |
-//! | [`PARSE_STACK_BYTES`](super::policy::PARSE_STACK_BYTES): the parser thread's stack | 64 MiB | `gate_unavailable` if it cannot start |
+//! | [`PARSE_STACK_BASE`] + [`PARSE_STACK_PER_BYTE`] per byte: the parser thread's stack, reserved | 8 MiB + 8 KiB per byte | `gate_unavailable` if the thread cannot start |
 //! | [`MAX_VIOLATIONS`]: violations reported | 50 | |
 //!
 //! # Rules
@@ -73,11 +73,11 @@ use unicode_normalization::UnicodeNormalization;
 
 pub use super::policy::{DENIED_ATTRIBUTES, DENIED_NAMES, DENIED_OPERATORS, IMPORT_ALLOWLIST};
 use super::policy::{
-    DUNDER_METHODS_ALLOWED, MAX_SOURCE_BYTES, MAX_VIOLATIONS, PARSE_STACK_BYTES,
-    STAR_IMPORT_ALLOWLIST, Use, format_reaches_attributes, identifier_rule, is_dunder,
-    operator_rule, string_rule,
+    DUNDER_METHODS_ALLOWED, MAX_SOURCE_BYTES, MAX_VIOLATIONS, PARSE_STACK_BASE,
+    PARSE_STACK_PER_BYTE, STAR_IMPORT_ALLOWLIST, Use, format_reaches_attributes, identifier_rule,
+    is_dunder, operator_rule, string_rule,
 };
-use super::prescan::{Refusal, prescan};
+use super::prescan::prescan;
 
 /// How the gate acts on a violation, as the contract's `constraints.code_gate` says.
 pub use vibe_contract::CodeGateMode;
@@ -133,10 +133,15 @@ pub fn normalize(identifier: &str) -> String {
 }
 
 /// Parses and checks `source`. The parse runs on a thread of its own with
-/// [`PARSE_STACK_BYTES`](super::policy::PARSE_STACK_BYTES) of stack, so the caller's stack only
-/// holds the pre-scan.
+/// [`PARSE_STACK_BASE`] plus [`PARSE_STACK_PER_BYTE`] for each byte of source, so the caller's
+/// stack only holds the pre-scan, which does not recurse.
 pub fn check(source: &str) -> Verdict {
-    check_on_stack(source, PARSE_STACK_BYTES)
+    check_on_stack(source, parse_stack(source.len()))
+}
+
+/// The parser thread's stack for `bytes` of source.
+pub fn parse_stack(bytes: usize) -> usize {
+    PARSE_STACK_BASE + PARSE_STACK_PER_BYTE * bytes.min(MAX_SOURCE_BYTES)
 }
 
 /// [`check`] with the parser thread's stack given: for the tests that measure what the limits
@@ -159,20 +164,11 @@ pub fn check_on_stack(source: &str, stack_bytes: usize) -> Verdict {
         );
         return limit("source_too_large", detail, 1);
     }
-    match prescan(source) {
-        Ok(()) => {}
-        Err(Refusal::Rule { rule, detail, line }) => return limit(rule, detail, line),
-        Err(Refusal::Lexical { message, at }) => {
-            let (line, column) = Lines::default().locate(source, at);
-            return Verdict::Syntax(SyntaxIssue {
-                message,
-                line,
-                column,
-            });
-        }
+    if let Err((detail, line)) = prescan(source) {
+        return limit("nesting_too_deep", detail, line);
     }
-    // The parse runs on a thread of its own: its depth then does not depend on how deep the
-    // caller's stack already is, and error recovery has the room `PARSE_STACK_BYTES` explains.
+    // The parse runs on a thread of its own, with the stack its size can need (the caller's
+    // depth does not matter): see `PARSE_STACK_PER_BYTE`.
     let parsed = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("vibe-code-gate".into())

@@ -21,7 +21,7 @@ pub use fixer::{
 };
 pub use gate::{
     CodeGateMode, DENIED_ATTRIBUTES, DENIED_NAMES, DENIED_OPERATORS, IMPORT_ALLOWLIST, SyntaxIssue,
-    Verdict, Violation, check, check_on_stack, normalize,
+    Verdict, Violation, check, check_on_stack, normalize, parse_stack,
 };
 pub use history::{DEFAULT_HISTORY_CAPACITY, ExecutionHistory, ExecutionRecord};
 pub use stage::CodeGateStage;

@@ -4,11 +4,11 @@
 //! The gate is a filter, not a boundary (DESIGN §9): these tables make the common escapes fail
 //! early with an explanation. The operating-system jail around the kernel is what holds.
 
-/// Largest source the gate parses (`source_too_large`, refused before it is lexed). The syntax
-/// tree costs about 60 bytes of memory per byte of source (a 16 MiB program, the contract's
-/// payload limit, takes a gigabyte and 20 s in a debug build); agent code is a script, not a
-/// data channel, and 1 MiB of it is far beyond any real one.
-pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
+/// Largest source the gate parses (`source_too_large`, refused before it is lexed). The parser
+/// recurses, and on code with syntax errors its depth is bounded by nothing but the source's size
+/// (see [`PARSE_STACK_PER_BYTE`]); agent code is a script, not a data channel, and 128 KiB of it
+/// (some 3,000 lines) is far beyond any real one.
+pub const MAX_SOURCE_BYTES: usize = 128 * 1024;
 
 /// Deepest nesting of brackets, f-string replacement fields and indented blocks, all counted
 /// together (`nesting_too_deep`). CPython itself stops at 200 brackets and 100 indents.
@@ -17,19 +17,27 @@ pub const MAX_NESTING: usize = 100;
 /// Largest estimated depth of the syntax tree (`nesting_too_deep`). The estimate is taken on
 /// tokens, before the parser (which recurses) runs: every operator, keyword, dot, call and
 /// bracket counts as a level, commas and statement ends start a new count (except after
-/// `lambda` and `yield`, which nest across commas, and inside an f-string, where nothing starts
-/// a new count), and nested brackets and blocks add up. It is never below the real depth, so at
-/// this limit the parser, the visitor and the tree's drop stay inside 1 MiB of stack even in a
-/// debug build. A bracket level costs two, so [`MAX_NESTING`] brackets fit; a 256-term sum on
-/// one line is refused.
+/// `lambda` and `yield`, which nest across commas), and nested brackets and blocks add up. It is
+/// never below the real depth of code that parses, so at this limit the parser, the visitor and
+/// the tree's drop stay inside 1 MiB of stack even in a debug build. A bracket level costs two,
+/// so [`MAX_NESTING`] brackets fit; a 256-term sum on one line is refused.
 pub const MAX_EXPRESSION_DEPTH: usize = 256;
 
-/// Stack of the thread the gate parses, checks and drops the tree on. Input inside the limits
-/// above needs under 1 MiB; the rest is for what the parser's error recovery reads differently
-/// from the pre-scan: the blocks it can make of a bracket's lines (a staircase of
-/// [`MAX_SOURCE_BYTES`] is about 1,450 blocks deep and takes under 16 MiB in a debug build).
-/// The stack is reserved, not used: pages are touched only as deep as a parse goes.
-pub const PARSE_STACK_BYTES: usize = 64 * 1024 * 1024;
+/// Stack the gate's parser thread gets per byte of source, on top of [`PARSE_STACK_BASE`].
+///
+/// The pre-scan's estimate bounds the tree of code that parses, not the parser on code that does
+/// not: recovering from an error, the parser skips tokens and has the lexer read on differently
+/// (an f-string's text as code, a bracket's lines as blocks), which no estimate on the lexer's
+/// tokens foresees. What always holds is that every level it recurses into consumes at least one
+/// byte of source. Measured in a debug build, the costliest byte is an unclosed `{` at about
+/// 5 KiB of stack; 8 KiB leaves a margin, and an optimized build needs several times less.
+pub const PARSE_STACK_PER_BYTE: usize = 8 * 1024;
+
+/// Stack of the gate's parser thread before [`PARSE_STACK_PER_BYTE`]: the checker's own frames.
+/// The stack is reserved, not used: pages are touched only as deep as a parse goes, so
+/// [`MAX_SOURCE_BYTES`] of code reserves about 1 GiB of address space and ordinary code touches
+/// a few pages of it.
+pub const PARSE_STACK_BASE: usize = 8 * 1024 * 1024;
 
 /// Violations reported at most; the gate stops collecting after these.
 pub const MAX_VIOLATIONS: usize = 50;
