@@ -14,7 +14,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;
 use support::*;
-use vibe_exec::code::policy::{MAX_EXPRESSION_DEPTH, MAX_NESTING, MAX_SOURCE_BYTES};
+use vibe_exec::code::policy::{
+    MAX_BINDING_PATH, MAX_EXPRESSION_DEPTH, MAX_FSTRING_NESTING, MAX_NESTING, MAX_SOURCE_BYTES,
+};
 use vibe_exec::code::{Verdict, check, check_on_stack, parse_stack};
 
 /// (escape attempt, the rule that must catch it)
@@ -868,8 +870,13 @@ fn on_default_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
 fn is_limit(verdict: &Verdict) -> bool {
     matches!(verdict, Verdict::Violations(found) if found.len() == 1
         && matches!(found[0].rule, "nesting_too_deep" | "source_too_large")
-        && ["MAX_NESTING = 100", "MAX_EXPRESSION_DEPTH = 256", "MAX_SOURCE_BYTES = 131072"]
-            .iter()
+        && [
+            "MAX_NESTING = 100",
+            "MAX_EXPRESSION_DEPTH = 256",
+            "MAX_FSTRING_NESTING = 4",
+            "MAX_SOURCE_BYTES = 131072",
+        ]
+        .iter()
             .any(|limit| found[0].detail.contains(limit))
         && found[0].line >= 1 && found[0].column == 1)
 }
@@ -911,6 +918,10 @@ fn the_deepest_accepted_input_of_every_construct_fits_in_half_the_default_stack(
                     true => refused = depth,
                     false => accepted = depth,
                 }
+            }
+            if construct == "f-strings" {
+                assert_eq!(accepted, MAX_FSTRING_NESTING);
+                continue;
             }
             assert!(
                 accepted >= 20,
@@ -1109,12 +1120,12 @@ fn code_that_derails_the_parser_answers_within_the_stack_its_size_gets() {
 
 #[test]
 fn the_stack_a_source_gets_is_what_its_worst_byte_needs_with_a_margin() {
-    // The costliest known byte is an unclosed `{` read as code: at MAX_SOURCE_BYTES it needs
-    // about 630 MiB, five eighths of what `parse_stack` reserves (measured in a debug build by
-    // bisecting the stack given to `check_on_stack`; 64 MiB overflows). An optimized build needs
-    // far less.
-    let (attack, source) = derailing_attacks().swap_remove(2);
-    assert_eq!(attack, "spec, braces");
+    // The costliest byte known is an unclosed bracket read as code. After `pass` in a format
+    // spec, `{{` is code and the `(`s after it are brackets: at MAX_SOURCE_BYTES that needs about
+    // 540 MiB, half of what `parse_stack` reserves (measured in a debug build by bisecting the
+    // stack given to `check_on_stack`; 64 MiB overflows). An optimized build needs far less.
+    let (attack, source) = derailing_attacks().swap_remove(3);
+    assert_eq!(attack, "spec, parentheses");
     let full = parse_stack(source.len());
     assert!(full >= 1 << 30, "{full}");
     let verdict = on_default_stack(move || check_on_stack(&source, full));
@@ -1213,6 +1224,33 @@ fn the_gate_never_overflows_on_input_built_to_derail_recovery() {
         counts.get("syntax error").is_some_and(|n| *n > 64),
         "{counts:?}"
     );
+}
+
+#[test]
+fn long_binding_chains_are_not_followed_and_stay_linear() {
+    // A binding grown to ~32,000 names, then used 16,000 times: following it copied the path
+    // at every use (seconds to minutes); past MAX_BINDING_PATH it is not followed.
+    let mut code = String::from("import bpy\nm = bpy.context\n");
+    while code.len() < MAX_SOURCE_BYTES / 2 {
+        code.push_str(&format!("m = m{}\n", ".a".repeat(250)));
+    }
+    let targets = "m.a, ".repeat((MAX_SOURCE_BYTES - code.len() - 8) / 5);
+    code.push_str(&format!("{targets}= 1\n"));
+    let started = Instant::now();
+    let verdict = on_default_stack(move || check(&code));
+    assert!(started.elapsed() < Duration::from_secs(5), "{verdict:?}");
+    // Within the limit, an alias is still followed.
+    let alias = "import bpy\nw = bpy.ops.wm\nw.quit_blender()\n";
+    let Verdict::Violations(found) = check(alias) else {
+        panic!("{alias}")
+    };
+    assert_eq!(found[0].rule, "operator_denied");
+    // Past it, a refused operator is still refused by its name.
+    let deep = format!(
+        "import bpy\nw = bpy{}\nw.ops.wm.quit_blender()\n",
+        ".a".repeat(MAX_BINDING_PATH)
+    );
+    assert!(matches!(check(&deep), Verdict::Violations(f) if f[0].rule == "operator_denied"));
 }
 
 #[test]

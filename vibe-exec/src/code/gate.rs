@@ -43,6 +43,9 @@
 //! | [`MAX_SOURCE_BYTES`] | 128 KiB | `source_too_large` |
 //! | [`MAX_NESTING`](super::policy::MAX_NESTING): brackets, f-string fields, blocks | 100 | `nesting_too_deep` |
 //! | [`MAX_EXPRESSION_DEPTH`](super::policy::MAX_EXPRESSION_DEPTH): estimated tree depth | 256 | `nesting_too_deep` |
+//! | [`MAX_FSTRING_NESTING`](super::policy::MAX_FSTRING_NESTING): f-strings in f-strings' fields | 4 | `nesting_too_deep` |
+//! | code the lexer already finds wrong (an unclosed string or bracket) | not parsed | a syntax error |
+//! | [`MAX_BINDING_PATH`](super::policy::MAX_BINDING_PATH): a binding's dotted path followed | 64 names | longer is not followed |
 //! | [`PARSE_STACK_BASE`] + [`PARSE_STACK_PER_BYTE`] per byte: the parser thread's stack, reserved | 8 MiB + 8 KiB per byte | `gate_unavailable` if the thread cannot start |
 //! | [`MAX_VIOLATIONS`]: violations reported | 50 | |
 //!
@@ -73,11 +76,11 @@ use unicode_normalization::UnicodeNormalization;
 
 pub use super::policy::{DENIED_ATTRIBUTES, DENIED_NAMES, DENIED_OPERATORS, IMPORT_ALLOWLIST};
 use super::policy::{
-    DUNDER_METHODS_ALLOWED, MAX_SOURCE_BYTES, MAX_VIOLATIONS, PARSE_STACK_BASE,
+    DUNDER_METHODS_ALLOWED, MAX_BINDING_PATH, MAX_SOURCE_BYTES, MAX_VIOLATIONS, PARSE_STACK_BASE,
     PARSE_STACK_PER_BYTE, STAR_IMPORT_ALLOWLIST, Use, format_reaches_attributes, identifier_rule,
     is_dunder, operator_rule, string_rule,
 };
-use super::prescan::prescan;
+use super::prescan::{Refusal, prescan};
 
 /// How the gate acts on a violation, as the contract's `constraints.code_gate` says.
 pub use vibe_contract::CodeGateMode;
@@ -164,8 +167,17 @@ pub fn check_on_stack(source: &str, stack_bytes: usize) -> Verdict {
         );
         return limit("source_too_large", detail, 1);
     }
-    if let Err((detail, line)) = prescan(source) {
-        return limit("nesting_too_deep", detail, line);
+    match prescan(source) {
+        Ok(()) => {}
+        Err(Refusal::Limit { detail, line }) => return limit("nesting_too_deep", detail, line),
+        Err(Refusal::Lexical { message, at }) => {
+            let (line, column) = Lines::default().locate(source, at);
+            return Verdict::Syntax(SyntaxIssue {
+                message,
+                line,
+                column,
+            });
+        }
     }
     // The parse runs on a thread of its own, with the stack its size can need (the caller's
     // depth does not matter): see `PARSE_STACK_PER_BYTE`.
@@ -326,7 +338,11 @@ impl Checker<'_> {
             _ => (Vec::new(), expr),
         };
         let Expr::Name(root) = base else { return None };
-        let mut path = self.bindings.get(&normalize(root.id.as_str()))?.clone();
+        let bound = self.bindings.get(&normalize(root.id.as_str()))?;
+        if bound.len() + links.len() > MAX_BINDING_PATH {
+            return None;
+        }
+        let mut path = bound.clone();
         path.extend(links.iter().map(|link| normalize(link.attr.as_str())));
         Some(path)
     }

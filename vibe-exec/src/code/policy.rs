@@ -14,6 +14,17 @@ pub const MAX_SOURCE_BYTES: usize = 128 * 1024;
 /// together (`nesting_too_deep`). CPython itself stops at 200 brackets and 100 indents.
 pub const MAX_NESTING: usize = 100;
 
+/// Deepest nesting of f-strings and t-strings inside one another's replacement fields
+/// (`nesting_too_deep`). Python 3.11, the kernel's language on most targets, cannot nest more
+/// than four (one per quote style); the parser's work on a field grows with the fields around
+/// it (it scans each field's whole range for backslashes, nested fields included).
+pub const MAX_FSTRING_NESTING: usize = 4;
+
+/// Longest dotted path the checker follows through a binding (`w = bpy.ops.wm; w.quit_blender()`).
+/// A longer one names no real module attribute and is not followed, which keeps the checker
+/// linear: following it would copy the path at every use.
+pub const MAX_BINDING_PATH: usize = 64;
+
 /// Largest estimated depth of the syntax tree (`nesting_too_deep`). The estimate is taken on
 /// tokens, before the parser (which recurses) runs: every operator, keyword, dot, call and
 /// bracket counts as a level, commas and statement ends start a new count (except after

@@ -6,6 +6,12 @@
 //! [`MAX_EXPRESSION_DEPTH`] (the depth of the tree, estimated on tokens), the limits agent code
 //! is held to, as CPython holds its own.
 //!
+//! It also holds two things the parser's work depends on: f-strings nested in f-strings' fields
+//! ([`MAX_FSTRING_NESTING`]), and code the lexer already finds wrong, which is answered with the
+//! lexer's error and never parsed. An unclosed string is where the parser's recovery reads the
+//! most differently: it can take the string's quote for an f-string's end and read the rest of
+//! the file, which the lexer saw as one string, as code.
+//!
 //! The estimate bounds the tree of code that parses. It does not bound the parser on code that
 //! does not: when the parser recovers from an error it reads the tokens differently (it skips
 //! what it did not expect, it has the lexer lower its bracket count and read on from a line
@@ -16,7 +22,9 @@
 use ruff_python_ast::token::TokenKind;
 use ruff_python_parser::{Mode, lexer};
 
-use super::policy::{MAX_EXPRESSION_DEPTH, MAX_NESTING};
+use ruff_text_size::TextSize;
+
+use super::policy::{MAX_EXPRESSION_DEPTH, MAX_FSTRING_NESTING, MAX_NESTING};
 
 /// One level of brackets, f-string fields or blocks in the pre-scan, named by the token that
 /// opened it. A *run* is the tokens of one expression at this level (commas and statement ends
@@ -67,19 +75,37 @@ fn opener_of(closer: TokenKind) -> Option<TokenKind> {
     })
 }
 
-/// Checks [`MAX_NESTING`] and [`MAX_EXPRESSION_DEPTH`] on the lexer's tokens. An error holds the
-/// explanation and the line (counted on newline tokens: a multi-line string before it shifts
-/// it).
-pub(super) fn prescan(source: &str) -> Result<(), (String, usize)> {
+/// Why the pre-scan refused.
+#[derive(Debug)]
+pub(super) enum Refusal {
+    /// A nesting limit: the explanation and the line (counted on newline tokens: a multi-line
+    /// string before it shifts it).
+    Limit { detail: String, line: usize },
+    /// The lexer's first error, and where it is.
+    Lexical { message: String, at: TextSize },
+}
+
+/// Checks [`MAX_NESTING`], [`MAX_EXPRESSION_DEPTH`] and [`MAX_FSTRING_NESTING`] on the lexer's
+/// tokens, then that the lexer found nothing wrong.
+pub(super) fn prescan(source: &str) -> Result<(), Refusal> {
     use TokenKind as T;
     let mut lexer = lexer::lex(source, Mode::Module);
     let mut stack = vec![Level::new(T::EndOfFile, 0)];
     let mut line = 1;
+    let mut strings = 0;
     loop {
         let kind = lexer.next_token();
         let top = stack.last_mut().expect("the root level stays");
         match kind {
-            T::EndOfFile => return Ok(()),
+            T::EndOfFile => {
+                return match lexer.finish().into_iter().next() {
+                    None => Ok(()),
+                    Some(error) => Err(Refusal::Lexical {
+                        at: error.location().start(),
+                        message: error.into_error().to_string(),
+                    }),
+                };
+            }
             T::Newline | T::Semi => {
                 top.end_run();
                 top.sticky = 0;
@@ -101,7 +127,15 @@ pub(super) fn prescan(source: &str) -> Result<(), (String, usize)> {
                         "brackets, f-string fields and indented blocks nest deeper than \
                          MAX_NESTING = {MAX_NESTING}"
                     );
-                    return Err((detail, line));
+                    return Err(Refusal::Limit { detail, line });
+                }
+                strings += usize::from(matches!(kind, T::FStringStart | T::TStringStart));
+                if strings > MAX_FSTRING_NESTING {
+                    let detail = format!(
+                        "f-strings and t-strings nest in each other's fields deeper than \
+                         MAX_FSTRING_NESTING = {MAX_FSTRING_NESTING}"
+                    );
+                    return Err(Refusal::Limit { detail, line });
                 }
             }
             T::Name | T::Int | T::Float | T::Complex | T::String | T::FStringMiddle => {}
@@ -117,6 +151,7 @@ pub(super) fn prescan(source: &str) -> Result<(), (String, usize)> {
                     if block == 1 {
                         top.end_run();
                     }
+                    strings -= usize::from(matches!(opener, T::FStringStart | T::TStringStart));
                 }
                 _ => top.ops += 1,
             },
@@ -128,7 +163,7 @@ pub(super) fn prescan(source: &str) -> Result<(), (String, usize)> {
                  (estimated on tokens: operators, dots, calls, lambdas and brackets in one \
                  expression add up)"
             );
-            return Err((detail, line));
+            return Err(Refusal::Limit { detail, line });
         }
     }
 }
@@ -137,14 +172,22 @@ pub(super) fn prescan(source: &str) -> Result<(), (String, usize)> {
 mod tests {
     use super::*;
 
+    /// The explanation and line of a refusal on a limit.
+    fn limit(source: &str) -> (String, usize) {
+        match prescan(source) {
+            Err(Refusal::Limit { detail, line }) => (detail, line),
+            other => panic!("{source:?}: {other:?}"),
+        }
+    }
+
     #[test]
     fn the_prescan_bounds_what_the_parser_would_recurse_on() {
         assert!(prescan("x = [(1, 2), {'a': -b}]\nif x:\n    y = f(x)[0].z\n").is_ok());
         let n = MAX_NESTING + 1;
         let deep = format!("{}{}", "[".repeat(n), "]".repeat(n));
-        assert!(prescan(&deep).unwrap_err().0.contains("MAX_NESTING = 100"));
+        assert!(limit(&deep).0.contains("MAX_NESTING = 100"));
         let long = format!("x = 1{}", " + 1".repeat(MAX_EXPRESSION_DEPTH));
-        let refused = prescan(&long).unwrap_err();
+        let refused = limit(&long);
         assert!(
             refused.0.contains("MAX_EXPRESSION_DEPTH = 256"),
             "{refused:?}"
@@ -153,11 +196,8 @@ mod tests {
         assert!(prescan(&lambdas).is_err());
         let yields = format!("x = {}1", "yield 1, ".repeat(MAX_EXPRESSION_DEPTH / 2));
         assert!(prescan(&yields).is_err());
-        assert_eq!(
-            prescan("if x:\n    y = (1 +\n 2)\nz = -(((1)))").map_err(|e| e.1),
-            Ok(())
-        );
-        assert_eq!(prescan(&format!("\n\n{long}")).unwrap_err().1, 3);
+        assert!(prescan("if x:\n    y = (1 +\n 2)\nz = -(((1)))").is_ok());
+        assert_eq!(limit(&format!("\n\n{long}")).1, 3);
     }
 
     #[test]
@@ -176,5 +216,37 @@ mod tests {
             let source = unit.repeat(16 * 1024 * 1024 / unit.len());
             assert!(prescan(&source).is_err(), "{unit:?}");
         }
+    }
+
+    #[test]
+    fn f_strings_nest_four_deep_at_most() {
+        let nested = |n: usize| format!("{}x{}", "f\"{".repeat(n), "}\"".repeat(n));
+        assert!(prescan(&nested(MAX_FSTRING_NESTING)).is_ok());
+        let (detail, line) = limit(&format!("\n{}", nested(MAX_FSTRING_NESTING + 1)));
+        assert!(detail.contains("MAX_FSTRING_NESTING = 4"), "{detail}");
+        assert_eq!(line, 2);
+        // Side by side they do not add up.
+        assert!(prescan(&nested(MAX_FSTRING_NESTING).repeat(10)).is_ok());
+        assert!(prescan("t'{f\"{t'{x}'}\"}'").is_ok());
+    }
+
+    #[test]
+    fn code_the_lexer_finds_wrong_is_answered_with_its_error() {
+        // The string the parser would re-read as the f-string's end, and the rest as code.
+        for source in [
+            "f\'\'\'{a\'\'\'\nx = ((((\n",
+            "x = 'open\n",
+            "x = (1,\n",
+            "x = 1 $ 2\n",
+        ] {
+            match prescan(source) {
+                Err(Refusal::Lexical { message, at }) => {
+                    assert!(!message.is_empty());
+                    assert!(usize::from(at) <= source.len(), "{source:?}");
+                }
+                other => panic!("{source:?}: {other:?}"),
+            }
+        }
+        assert!(prescan("x = 'closed'\ny = f'{x!r:>10}'\n").is_ok());
     }
 }
