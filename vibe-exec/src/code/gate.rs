@@ -170,14 +170,7 @@ pub fn check_on_stack(source: &str, stack_bytes: usize) -> Verdict {
     match prescan(source) {
         Ok(()) => {}
         Err(Refusal::Limit { detail, line }) => return limit("nesting_too_deep", detail, line),
-        Err(Refusal::Lexical { message, at }) => {
-            let (line, column) = Lines::default().locate(source, at);
-            return Verdict::Syntax(SyntaxIssue {
-                message,
-                line,
-                column,
-            });
-        }
+        Err(Refusal::Lexical { message, at }) => return syntax_error(source, message, at),
     }
     // The parse runs on a thread of its own, with the stack its size can need (the caller's
     // depth does not matter): see `PARSE_STACK_PER_BYTE`.
@@ -208,12 +201,7 @@ fn parse_and_check(source: &str) -> Verdict {
     let parsed = match ruff_python_parser::parse_module(source) {
         Ok(parsed) => parsed,
         Err(error) => {
-            let (line, column) = Lines::default().locate(source, error.location.start());
-            return Verdict::Syntax(SyntaxIssue {
-                message: error.error.to_string(),
-                line,
-                column,
-            });
+            return syntax_error(source, error.error.to_string(), error.location.start());
         }
     };
     let mut checker = Checker {
@@ -232,6 +220,16 @@ fn parse_and_check(source: &str) -> Verdict {
     } else {
         Verdict::Violations(checker.found)
     }
+}
+
+/// The verdict for code that does not lex or parse: `message`, at `at` in `source`.
+fn syntax_error(source: &str, message: String, at: TextSize) -> Verdict {
+    let (line, column) = Lines::default().locate(source, at);
+    Verdict::Syntax(SyntaxIssue {
+        message,
+        line,
+        column,
+    })
 }
 
 /// Line starts, computed on the first violation.

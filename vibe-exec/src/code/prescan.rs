@@ -21,7 +21,6 @@
 
 use ruff_python_ast::token::TokenKind;
 use ruff_python_parser::{Mode, lexer};
-
 use ruff_text_size::TextSize;
 
 use super::policy::{MAX_EXPRESSION_DEPTH, MAX_FSTRING_NESTING, MAX_NESTING};
@@ -73,6 +72,10 @@ fn opener_of(closer: TokenKind) -> Option<TokenKind> {
         TokenKind::Dedent => TokenKind::Indent,
         _ => return None,
     })
+}
+
+fn opens_a_string(kind: TokenKind) -> bool {
+    matches!(kind, TokenKind::FStringStart | TokenKind::TStringStart)
 }
 
 /// Why the pre-scan refused.
@@ -129,7 +132,7 @@ pub(super) fn prescan(source: &str) -> Result<(), Refusal> {
                     );
                     return Err(Refusal::Limit { detail, line });
                 }
-                strings += usize::from(matches!(kind, T::FStringStart | T::TStringStart));
+                strings += usize::from(opens_a_string(kind));
                 if strings > MAX_FSTRING_NESTING {
                     let detail = format!(
                         "f-strings and t-strings nest in each other's fields deeper than \
@@ -151,7 +154,7 @@ pub(super) fn prescan(source: &str) -> Result<(), Refusal> {
                     if block == 1 {
                         top.end_run();
                     }
-                    strings -= usize::from(matches!(opener, T::FStringStart | T::TStringStart));
+                    strings -= usize::from(opens_a_string(opener));
                 }
                 _ => top.ops += 1,
             },
@@ -234,7 +237,7 @@ mod tests {
     fn code_the_lexer_finds_wrong_is_answered_with_its_error() {
         // The string the parser would re-read as the f-string's end, and the rest as code.
         for source in [
-            "f\'\'\'{a\'\'\'\nx = ((((\n",
+            "f'''{a'''\nx = ((((\n",
             "x = 'open\n",
             "x = (1,\n",
             "x = 1 $ 2\n",
