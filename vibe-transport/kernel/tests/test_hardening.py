@@ -505,7 +505,9 @@ class AnswerEncodingTest(unittest.TestCase):
         kinds = {"checked": 0, "made_safe": 0}
         for case in range(600):
             result = random_value(rng)
-            answer = {"type": "result", "id": rng.choice([case, "s%d" % case, None]), "envelope": envelope.ok(result)}
+            # Ids of every kind a frame may carry: an int's is written by repr, the rest encoded.
+            call_id = rng.choice([case, -case, 2 ** 64 + case, True, case + 0.5, "s%d" % case, None])
+            answer = {"type": "result", "id": call_id, "envelope": envelope.ok(result)}
             written = channel.encode_answer(answer)
             with self.subTest(case=case, result=repr(result)):
                 if type(answer["envelope"]) is envelope.Checked:

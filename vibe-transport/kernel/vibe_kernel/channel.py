@@ -81,8 +81,11 @@ def encode_answer(frame):
     try:
         envelope = frame.get("envelope")
         if type(envelope) is Checked and frame.get("type") == "result" and len(frame) == 3:
-            return ('{"type":"result","id":%s,"envelope":%s}\n'
-                    % (ENCODER.encode(frame.get("id")), envelope.text)).encode("utf-8")
+            call_id = frame.get("id")
+            # An int's JSON is its repr (not a bool's); the encoder costs more than a brief call's
+            # other answer work.
+            call_id = repr(call_id) if type(call_id) is int else ENCODER.encode(call_id)
+            return ('{"type":"result","id":%s,"envelope":%s}\n' % (call_id, envelope.text)).encode("utf-8")
         return encode(frame)
     except ValueError as exc:
         call_id = frame.get("id")
@@ -117,7 +120,7 @@ class Channel:
     def send(self, *frames):
         """Writes frames, in one write. A frame that is not JSON (a non-finite number from a
         request) is replaced by an error answer, never fatal to the loop."""
-        data = b"".join(map(encode_answer, frames))
+        data = encode_answer(frames[0]) if len(frames) == 1 else b"".join(map(encode_answer, frames))
         with self.write_lock:
             if data and not self.closed:
                 self.write_bytes(data)
@@ -156,9 +159,11 @@ class Channel:
         check_id(frame)
         if kind == "cancel":
             self.kernel.cancel(frame.get("id"), self)
-        elif kind in ("call", "configure", "checkpoint", "restore", "inventory"):
-            if kind == "call":
-                self.queue_calls((frame,))
+        elif kind == "call":
+            with self.kernel.lock:
+                self.queued[frame.get("id")] = frame.get("tool")
+            self.deliver(frame)
+        elif kind in ("configure", "checkpoint", "restore", "inventory"):
             self.deliver(frame)
         elif kind == "batch":
             calls = frame.get("calls")

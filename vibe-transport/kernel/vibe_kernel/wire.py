@@ -249,21 +249,24 @@ class Kernel:
             self.running = (session, call_id)
             if codeexec.CANCELLED_EARLY:  # only a cancel sets it, and under this lock
                 codeexec.new_call()
-        if self.state.loads_reported < self.shared.loads:
-            self.state.seen.clear()  # a file was loaded since: the pointers it holds are stale
-        self.call_deadline_ms = frame.get("deadline_ms") or self.state.time_per_tool_ms
+        state = self.state
+        if state.loads_reported < self.shared.loads:
+            state.seen.clear()  # a file was loaded since: the pointers it holds are stale
+        self.call_deadline_ms = frame.get("deadline_ms") or state.time_per_tool_ms
         try:
-            envelope = self.call(frame.get("tool"), frame.get("params", {}))
+            envelope = self.call(frame.get("tool"), frame["params"] if "params" in frame else {})
         finally:
             with self.lock:
                 self.running = None
-        return {"type": "result", "id": call_id, "envelope": self.tell_events(envelope)}
+        if state.loads_reported != self.shared.loads:
+            envelope = self.tell_events(envelope)
+        return {"type": "result", "id": call_id, "envelope": envelope}
 
     def tell_events(self, envelope):
         """The answer with the file loads this session has not heard of yet: on success under
         `result._meta.events`, on failure under `error.details.events`. Then it has heard."""
         if self.state.loads_reported == self.shared.loads:
-            return envelope  # nothing loaded since its last answer
+            return envelope  # nothing loaded since its last answer (handle_call checks first)
         events, _ = json_safe(self.state.missed_events())
         self.state.caught_up()
         if not events:

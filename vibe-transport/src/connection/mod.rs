@@ -118,6 +118,8 @@ pub struct Connection {
     bound: std::sync::atomic::AtomicUsize,
     console: Arc<Mutex<Vec<String>>>,
     busy_poll: Duration,
+    /// The cancel of requests that have none of their own: never cancelled.
+    never: CancellationToken,
 }
 
 /// What the writer task is asked to do.
@@ -264,6 +266,7 @@ impl Connection {
             bound: std::sync::atomic::AtomicUsize::new(options.max_concurrent_calls.max(1)),
             console,
             busy_poll: options.busy_poll,
+            never: CancellationToken::new(),
         })
     }
 
@@ -344,12 +347,15 @@ impl Connection {
             return Err(never_sent(error));
         }
         let start = tokio::time::Instant::now();
-        let never = CancellationToken::new();
-        let cancel = cancel.unwrap_or(&never);
-        let permit = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(TransportError::CancelledUnsent),
-            permit = self.permit(deadline) => permit?,
+        let cancel = cancel.unwrap_or(&self.never);
+        // A free slot is taken at once; only a wait for one needs its deadline and the cancel.
+        let permit = match Arc::clone(&self.permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(TransportError::CancelledUnsent),
+                permit = self.permit(deadline) => permit?,
+            },
         };
         if cancel.is_cancelled() {
             return Err(TransportError::CancelledUnsent);
