@@ -289,14 +289,6 @@ fn need<T>(value: Option<T>, kind: &str, field: &str) -> Result<T, FrameError> {
 impl Frame {
     /// Parses one line (without its newline).
     pub fn parse(line: &[u8]) -> Result<Frame, FrameError> {
-        match Frame::parse_result(line) {
-            Some(frame) => Ok(frame),
-            None => Frame::parse_any(line),
-        }
-    }
-
-    /// The general path of [`Frame::parse`]: any frame, or why the line is not one.
-    fn parse_any(line: &[u8]) -> Result<Frame, FrameError> {
         if std::str::from_utf8(line).is_err() {
             return Err(FrameError::NotUtf8);
         }
@@ -382,26 +374,6 @@ impl Frame {
             "bye" => Frame::Bye,
             other => return Err(FrameError::Invalid(format!("unknown frame type {other:?}"))),
         })
-    }
-
-    /// A `result` frame in the shape the kernel writes it, `{"type":"result","id":N,
-    /// "envelope":E}`, read without the general path's field table (the answer to every call
-    /// passes here); None for anything else, which the general path then reads or refuses. The
-    /// envelope must be exactly one JSON value between the prefix and the closing brace, so
-    /// whatever this reads the general path reads the same (a test holds them equal).
-    fn parse_result(line: &[u8]) -> Option<Frame> {
-        let rest = line.strip_prefix(br#"{"type":"result","id":"#)?;
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        // JSON has no leading zeros; u64 has at most 20 digits (checked by the parse).
-        if digits == 0 || (digits > 1 && rest[0] == b'0') {
-            return None;
-        }
-        let id = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
-        let envelope = rest[digits..]
-            .strip_prefix(br#","envelope":"#)?
-            .strip_suffix(b"}")?;
-        let envelope = serde_json::from_slice(envelope).ok()?;
-        Some(Frame::Result { id, envelope })
     }
 
     /// The frame's `type` on the wire.
@@ -536,109 +508,7 @@ struct WireOut<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
     use serde_json::json;
-
-    /// What the result fast path reads, the general path reads the same; what it does not
-    /// read, it leaves to the general path. Returns whether the fast path read `line`.
-    fn read_alike(line: &[u8]) -> bool {
-        match Frame::parse_result(line) {
-            Some(fast) => {
-                assert_eq!(Frame::parse_any(line), Ok(fast), "{}", line.escape_ascii());
-                true
-            }
-            None => false,
-        }
-    }
-
-    #[test]
-    fn the_result_fast_path_reads_what_the_general_path_reads() {
-        let taken: &[&str] = &[
-            r#"{"type":"result","id":7,"envelope":{"ok":true,"result":{"a":[1,2.5,null]}}}"#,
-            r#"{"type":"result","id":0,"envelope":{"ok":false,"error":{"code":"timeout","message":"m","details":{}}}}"#,
-            r#"{"type":"result","id":18446744073709551615,"envelope": {"ok":true,"result":"\u00e9"} }"#,
-        ];
-        for line in taken {
-            assert!(read_alike(line.as_bytes()), "not taken: {line}");
-        }
-        let left: &[&str] = &[
-            // No leading zeros, signs, fractions or ids past u64 in JSON's u64.
-            r#"{"type":"result","id":07,"envelope":{"ok":true,"result":1}}"#,
-            r#"{"type":"result","id":-1,"envelope":{"ok":true,"result":1}}"#,
-            r#"{"type":"result","id":1.0,"envelope":{"ok":true,"result":1}}"#,
-            r#"{"type":"result","id":18446744073709551616,"envelope":{"ok":true,"result":1}}"#,
-            // A second field after the envelope, or a duplicate id: the general path decides.
-            r#"{"type":"result","id":1,"envelope":{"ok":true,"result":1},"id":2}"#,
-            r#"{"type":"result","id":1,"envelope":{"ok":true,"result":1},"x":2}"#,
-            // Not one value, or not an envelope.
-            r#"{"type":"result","id":1,"envelope":{"ok":true,"result":1}{}}"#,
-            r#"{"type":"result","id":1,"envelope":{"ok":true}}"#,
-            r#"{"type":"result","id":1,"envelope":{"ok":true,"result":1}"#,
-            r#"{"type":"result","id":1,"envelope":{"ok":true,"result":1}} "#,
-            r#"{"type":"result","id":1,"envelope":{"ok":true,"result":"\ud800"}}"#,
-            r#"{"type":"result","id":1}"#,
-            r#"{"type": "result","id":1,"envelope":{"ok":true,"result":1}}"#,
-        ];
-        for line in left {
-            assert!(!read_alike(line.as_bytes()), "taken: {line}");
-        }
-        let mut torn = br#"{"type":"result","id":1,"envelope":{"ok":true,"result":"#.to_vec();
-        torn.extend_from_slice(b"\"\xff\"}}");
-        assert!(!read_alike(&torn));
-        assert_eq!(Frame::parse(&torn), Err(FrameError::NotUtf8));
-    }
-
-    fn json_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(Value::from),
-            "[a-z\u{e9}\u{1F600}\"\\\\]{0,6}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(3, 24, 4, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                prop::collection::btree_map("[a-z_]{1,4}", inner, 0..4)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
-    proptest! {
-        /// Lines in the kernel's shape and near it (spaces, a torn end, an extra field, a
-        /// changed byte) read the same by both paths.
-        #[test]
-        fn both_paths_agree_on_result_lines(
-            id in prop_oneof![any::<u64>(), 0u64..10],
-            ok in any::<bool>(),
-            result in json_value(),
-            variant in 0u8..6,
-            at in any::<prop::sample::Index>(),
-            byte in any::<u8>(),
-        ) {
-            let envelope = if ok {
-                Envelope::Ok(result)
-            } else {
-                Envelope::Err(ErrorBody::new(vibe_errors::ErrorCode::Timeout, "m"))
-            };
-            let text = serde_json::to_string(&envelope).unwrap();
-            let mut line = format!(r#"{{"type":"result","id":{id},"envelope":{text}}}"#).into_bytes();
-            match variant {
-                0 | 1 => {}
-                2 => line.insert(line.len() - 1, b' '),
-                3 => { line.pop(); }
-                4 => line.splice(line.len() - 1..line.len() - 1, *br#","id":1"#).for_each(drop),
-                _ => { let i = at.index(line.len()); line[i] = byte; }
-            }
-            let taken = read_alike(&line);
-            if variant <= 2 {
-                prop_assert!(taken, "the kernel's shape goes the fast way");
-            }
-        }
-    }
 
     #[test]
     fn a_hello_may_list_its_model_formats() {

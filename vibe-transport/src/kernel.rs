@@ -53,8 +53,7 @@
 //!   4.6 us; the bridge against a kernel that answers at once is 8.7 us, so the bridge's own
 //!   share is ~4 us, of which parsing the answer into an [`Envelope`](vibe_errors::Envelope)
 //!   is 1-1.5 us (serde_json's `Value`). The kernel runs a quick lone call straight from its
-//!   loop, and the bridge reads the kernel's result frames without the general field table.
-//!   It was ~130-145 us on 2026-11-23: the kernel read frames on a thread of its own and handed
+//!   loop. It was ~130-145 us on 2026-11-23: the kernel read frames on a thread of its own and handed
 //!   each to the main thread, and both sides slept between frames; waking a sleeping CPU of this
 //!   VM costs ~30-60 us. The stdio kernel now reads on its main thread and both sides poll
 //!   briefly before they sleep (PROTOCOL.md §5).

@@ -44,11 +44,6 @@ def idle_spin():
     return min(max(micros, 0), 1_000_000) / 1e6
 
 
-def watched(frame):
-    """Whether a cancel may need to reach `frame` while it runs (see the module's docs)."""
-    return frame.get("type") != "call" or not tools.runs_briefly(frame.get("tool"))
-
-
 class StdioChannel(Channel):
     """The one stdio connection: its frames wait in `pending` for the main thread instead of
     in the kernel's queue, read from file descriptor `fd` by the main thread or the watcher."""
@@ -180,8 +175,9 @@ class StdioChannel(Channel):
                 end_channel(self.kernel, self)
                 return
             if frame.get("type") == "call" and tools.runs_briefly(frame.get("tool")):
-                # A quick lone call, the most common frame, unwatched: what run_frame does for
-                # it, without its layers (they cost more than the call's own bookkeeping).
+                # A quick lone call, the most common frame, is not watched (see the module's
+                # docs): what run_frame does for it, without its layers (they cost more than the
+                # call's own bookkeeping).
                 answer = self.kernel.handle_call(frame, self.session, self)
                 if answer is not None:
                     try:
