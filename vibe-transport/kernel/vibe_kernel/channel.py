@@ -159,11 +159,9 @@ class Channel:
         check_id(frame)
         if kind == "cancel":
             self.kernel.cancel(frame.get("id"), self)
-        elif kind == "call":
-            with self.kernel.lock:
-                self.queued[frame.get("id")] = frame.get("tool")
-            self.deliver(frame)
-        elif kind in ("configure", "checkpoint", "restore", "inventory"):
+        elif kind in ("call", "configure", "checkpoint", "restore", "inventory"):
+            if kind == "call":
+                self.queue_calls((frame,))
             self.deliver(frame)
         elif kind == "batch":
             calls = frame.get("calls")

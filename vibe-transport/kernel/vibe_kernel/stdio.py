@@ -22,7 +22,7 @@ import threading
 import time
 
 from . import tools
-from .channel import ANSWER_GATHER_S, Channel, end_channel, parse_frame, protocol_error, run_frame
+from .channel import ANSWER_GATHER_S, Channel, end_channel, parse_frame, protocol_error, run_frame, send_quietly
 from .wire import MAX_FRAME_BYTES
 
 IDLE_SPIN_S = 0.001  # how long an idle kernel polls before it sleeps; VIBE_KERNEL_SPIN_US overrides
@@ -180,10 +180,7 @@ class StdioChannel(Channel):
                 # call's own bookkeeping).
                 answer = self.kernel.handle_call(frame, self.session, self)
                 if answer is not None:
-                    try:
-                        self.send(answer)
-                    except OSError:
-                        self.closed = True
+                    send_quietly(self, (answer,))
                 continue
             self.watching.set()
             try:

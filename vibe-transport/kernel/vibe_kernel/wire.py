@@ -264,9 +264,8 @@ class Kernel:
 
     def tell_events(self, envelope):
         """The answer with the file loads this session has not heard of yet: on success under
-        `result._meta.events`, on failure under `error.details.events`. Then it has heard."""
-        if self.state.loads_reported == self.shared.loads:
-            return envelope  # nothing loaded since its last answer (handle_call checks first)
+        `result._meta.events`, on failure under `error.details.events`. Then it has heard.
+        Called only when a load happened since the session's last answer (handle_call)."""
         events, _ = json_safe(self.state.missed_events())
         self.state.caught_up()
         if not events:
