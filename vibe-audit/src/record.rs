@@ -12,8 +12,6 @@
 //! Verifying a record needs no JSON parse of its contents: hash the body, compare, read `seq` and
 //! `prev`.
 
-use std::io::Write;
-
 use serde_json::{Value, json};
 
 use crate::redact::Redactor;
@@ -173,7 +171,11 @@ fn recorded_envelope(envelope: &vibe_errors::Envelope) -> Value {
 
 /// Whether a result has `_meta.image.data` (an image's bytes, which are not recorded).
 fn carries_image(result: &Value) -> bool {
-    result.pointer("/_meta/image/data").is_some()
+    // By keys, not `Value::pointer`, which allocates for every step of its path.
+    result
+        .get("_meta")
+        .and_then(|meta| meta.get("image"))
+        .is_some_and(|image| image.get("data").is_some())
 }
 
 /// The parts of an event as its record line writes them, borrowed: from an [`Event`], or
@@ -280,7 +282,7 @@ pub(crate) fn seal_body(
 /// The record's place in time and in the chain, before its event.
 fn write_head(out: &mut Vec<u8>, seq: u64, time: &str) {
     out.extend_from_slice(b"{\"seq\":");
-    let _ = write!(out, "{seq}");
+    out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
     out.extend_from_slice(b",\"time\":");
     write_opt_str(out, Some(time));
 }
@@ -298,7 +300,7 @@ pub(crate) fn write_body(out: &mut Vec<u8>, body: &Body<'_>, redactor: &Redactor
     out.extend_from_slice(b",\"call_id\":");
     match body.call_id {
         Some(id) => {
-            let _ = write!(out, "{id}");
+            out.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
         }
         None => out.extend_from_slice(b"null"),
     }

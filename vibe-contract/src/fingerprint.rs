@@ -14,6 +14,7 @@
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::LazyLock;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -168,7 +169,8 @@ where
         Value::Object(map) => {
             // serde_json's map is sorted unless a dependency turns on `preserve_order`;
             // sort only when it is not.
-            let sorted = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a <= b);
+            let sorted =
+                *MAPS_ARE_SORTED || map.keys().zip(map.keys().skip(1)).all(|(a, b)| a <= b);
             out.write_all(b"{")?;
             if sorted {
                 for (i, (key, item)) in map.iter().enumerate() {
@@ -185,6 +187,15 @@ where
         }
     }
 }
+
+/// Whether serde_json's maps keep their keys sorted in this build (`preserve_order` off): then
+/// no map needs checking, which is a string comparison per key of every object written.
+static MAPS_ARE_SORTED: LazyLock<bool> = LazyLock::new(|| {
+    let mut map = serde_json::Map::new();
+    map.insert("b".into(), Value::Null);
+    map.insert("a".into(), Value::Null);
+    map.keys().next().is_some_and(|first| first == "a")
+});
 
 fn write_entry<W, F>(out: &mut W, i: usize, key: &str, item: &Value, replace: &F) -> io::Result<()>
 where
@@ -209,11 +220,13 @@ fn write_string<W: Write>(out: &mut W, text: &str) -> io::Result<()> {
 const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0; // 2^53
 
 fn write_number<W: Write>(out: &mut W, number: &serde_json::Number) -> io::Result<()> {
+    // Integers through `itoa`: the same digits as `Display`, without the formatting machinery
+    // (most of a record's numbers are integers, and `write!` cost more than the rest of them).
     if let Some(n) = number.as_i64() {
-        return write!(out, "{n}");
+        return out.write_all(itoa::Buffer::new().format(n).as_bytes());
     }
     if let Some(n) = number.as_u64() {
-        return write!(out, "{n}");
+        return out.write_all(itoa::Buffer::new().format(n).as_bytes());
     }
     let x = canonical_float(number.as_f64().unwrap_or(0.0));
     if !x.is_finite() {
@@ -221,7 +234,7 @@ fn write_number<W: Write>(out: &mut W, number: &serde_json::Number) -> io::Resul
         return out.write_all(b"null");
     }
     if x.fract() == 0.0 && x.abs() < MAX_EXACT_INTEGER {
-        write!(out, "{}", x as i64)
+        out.write_all(itoa::Buffer::new().format(x as i64).as_bytes())
     } else {
         write!(out, "{x}")
     }
@@ -230,6 +243,7 @@ fn write_number<W: Write>(out: &mut W, number: &serde_json::Number) -> io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
 
     #[test]
@@ -239,6 +253,35 @@ mod tests {
             canonical_json(&value),
             r#"{"a":{"y":"\"q\"","z":null},"b":[1,2.5,0,1,3]}"#
         );
+    }
+
+    fn number_text(number: &serde_json::Number) -> String {
+        let mut out = Vec::new();
+        write_number(&mut out, number).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    proptest! {
+        /// Numbers are written as `Display` writes them (integers as they are, other numbers
+        /// rounded by `canonical_float`, whose integral values `Display` writes without a
+        /// fraction), whatever path writes them.
+        #[test]
+        fn numbers_are_written_as_display_writes_them(
+            signed in any::<i64>(),
+            unsigned in any::<u64>(),
+            float in prop_oneof![
+                prop::num::f64::NORMAL | prop::num::f64::SUBNORMAL | prop::num::f64::ZERO,
+                (-1e7f64..1e7).prop_map(f64::round),
+                -1e7f64..1e7,
+            ],
+        ) {
+            prop_assert_eq!(number_text(&signed.into()), signed.to_string());
+            prop_assert_eq!(number_text(&unsigned.into()), unsigned.to_string());
+            let number = serde_json::Number::from_f64(float).unwrap();
+            let rounded = canonical_float(float);
+            let expected = if rounded.is_finite() { rounded.to_string() } else { "null".into() };
+            prop_assert_eq!(number_text(&number), expected);
+        }
     }
 
     #[test]
