@@ -907,7 +907,7 @@ fn deep_input_of_every_construct_answers_with_the_limit_named() {
 
 #[test]
 fn the_deepest_accepted_input_of_every_construct_fits_in_half_the_default_stack() {
-    // The parser thread gets 1 MiB here, not the stack `check` sizes for the source.
+    // The parser gets 1 MiB of stack here, not the stack `check` sizes for the source.
     let check = |source: &str| check_on_stack(source, 1 << 20);
     let thread = std::thread::Builder::new().spawn(move || {
         for construct in CONSTRUCTS {

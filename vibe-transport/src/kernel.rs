@@ -38,8 +38,9 @@
 //! ## Live figures
 //!
 //! `VIBE_BPY_PYTHON=... cargo bench --bench live_kernel`, measured 2026-11-24 on a 2-core Linux
-//! VM (Firecracker) with bpy 5.0.1 headless over stdio, two runs; each figure beside baselines
-//! of the same run (the bench prints the ratios; reported, not asserted):
+//! VM (Firecracker) with bpy 5.0.1 headless over stdio, three runs (the third after the audit
+//! and code-gate changes of that day); each figure beside baselines of the same run (the bench
+//! prints the ratios; reported, not asserted):
 //!
 //! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects: ~11 us in-process,
 //!   12.8-13.2 us with the kernel's JSON work (the call frame's line decoded, the answer
@@ -47,7 +48,7 @@
 //!   per-object scans: it was 54 / 90 / 164 us before). A result is encoded once: `ok` keeps the
 //!   text its JSON-safety check encoded (`envelope.Checked`), and the answer is written around
 //!   it with the id's own text (the JSON encoder cost ~0.65 us per answer; it was 14 us with JSON).
-//!   Through the transport 21.0-22.2 us: 1.59-1.74x the handler with JSON (it was 23.5-25 us,
+//!   Through the transport 21.0-22.4 us: 1.59-1.74x the handler with JSON (it was 23.5-25 us,
 //!   1.68-1.77x), 1.18-1.28x the machine's floor plus the handler. The floor (the same Python
 //!   answering a ready line over pipes, no Blender, both sides polling before they sleep) is
 //!   4.6 us; the bridge against a kernel that answers at once is 8.7 us, so the bridge's own
@@ -59,23 +60,26 @@
 //!   briefly before they sleep (PROTOCOL.md §5).
 //! * Batched (100 calls in one frame): 16.4-16.8 us per call (it was 17-18), 1.26-1.31x the
 //!   handler with JSON. The same 100 calls made at once without a batch: ~18 us per call.
-//! * Through the pipeline with the audit writer on a file: 25.7-27.5 us (it was 29-31), 1.19-1.28x
-//!   the transport; the audit writer adds 11-21% (it was 14-43%). Callers render their records
+//! * Through the pipeline with the audit writer on a file: 25.7-27.5 us (it was 29-31), 1.18-1.28x
+//!   the transport; the audit writer adds 10-21% (it was 14-43%; 10-12% in the third run, where
+//!   rendering a call's two records cost its caller ~0.3 us less). Callers render their records
 //!   (redacted as they are written, straight from the call's arguments and its envelope, no
 //!   copy) and the writer's thread only chains and writes them, waking once per burst: its CPU
 //!   per second of calls fell from ~145 to ~55 ms, which on two cores is taken from the
 //!   caller or from Blender.
 //! * `object.move`: ~21 us in-process, ~24 us with JSON, 37-39 us through the transport (it was
 //!   41-42), 43-45 us through the pipeline.
-//! * `scene.snapshot`: 13 / 26 / 56 ms in-process with JSON at 1k / 2k / 4k objects (linear;
-//!   it was quadratic), 15 / 32-33 / 69 ms through the transport with the bridge's sealing: 4k is
-//!   2.11-2.18x 2k. Through the pipeline with audit 22 / 47-49 / 111-112 ms (the bench does not split
+//! * `scene.snapshot`: 13 / 26-28 / 56-57 ms in-process with JSON at 1k / 2k / 4k objects
+//!   (linear; it was quadratic), 15 / 32-35 / 69-71 ms through the transport with the bridge's
+//!   sealing: 4k is 2.03-2.18x 2k. Through the pipeline with audit 22-23 / 47-49 / 110-112 ms (the bench does not split
 //!   that further).
 //! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: 0.17 ms through
 //!   the transport (it was 24 ms): code the kernel proves read-only needs no rollback point. Code
 //!   that writes saves a rollback point and takes the lock's inventories: ~18 ms at 1,000
-//!   objects, in-process. Through the pipeline 0.38-0.60 ms: the bridge's code gate parses on a
-//!   thread of its own (~40 us to start and join), and the rest is not yet attributed.
+//!   objects, in-process. Through the pipeline 0.19-0.21 ms, 1.07-1.27x the transport (third
+//!   run; it was 0.38-0.60 ms): the bridge's code gate parses on a stack segment of the caller's
+//!   thread, where handing each parse to a thread of its own and back cost 130-170 us beside a
+//!   kernel answering agent code (thread wake-ups on a busy 2-vCPU VM), 10x the parse.
 //! * `transaction.begin` + `rollback` saves a copy and reopens it: it grows with the scene.
 
 use std::path::{Path, PathBuf};

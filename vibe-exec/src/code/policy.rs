@@ -34,7 +34,7 @@ pub const MAX_BINDING_PATH: usize = 64;
 /// so [`MAX_NESTING`] brackets fit; a 256-term sum on one line is refused.
 pub const MAX_EXPRESSION_DEPTH: usize = 256;
 
-/// Stack the gate's parser thread gets per byte of source, on top of [`PARSE_STACK_BASE`].
+/// Stack the gate's parser gets per byte of source, on top of [`PARSE_STACK_BASE`].
 ///
 /// The pre-scan's estimate bounds the tree of code that parses, not the parser on code that does
 /// not: recovering from an error, the parser skips tokens and has the lexer read on differently
@@ -44,7 +44,7 @@ pub const MAX_EXPRESSION_DEPTH: usize = 256;
 /// 5 KiB of stack; 8 KiB leaves a margin, and an optimized build needs several times less.
 pub const PARSE_STACK_PER_BYTE: usize = 8 * 1024;
 
-/// Stack of the gate's parser thread before [`PARSE_STACK_PER_BYTE`]: the checker's own frames.
+/// Stack of the gate's parser before [`PARSE_STACK_PER_BYTE`]: the checker's own frames.
 /// The stack is reserved, not used: pages are touched only as deep as a parse goes, so
 /// [`MAX_SOURCE_BYTES`] of code reserves about 1 GiB of address space and ordinary code touches
 /// a few pages of it.
