@@ -33,12 +33,20 @@ pub struct Fingerprint(String);
 impl Fingerprint {
     /// The fingerprint of a JSON value.
     pub fn of_value(value: &Value) -> Fingerprint {
-        let mut writer = HashWriter {
-            hasher: blake3::Hasher::new(),
-            buffer: Vec::with_capacity(HASH_BUFFER),
-        };
+        let mut writer = HashWriter::new();
         // Writing into a hasher cannot fail.
         let _ = write_canonical(&mut writer, value);
+        Fingerprint::from_hash(writer.finish())
+    }
+
+    /// The fingerprint of the JSON object with these entries, as [`Fingerprint::of_value`] of
+    /// that object would give, without building it (or copying the values): for an object
+    /// made of parts of others. A key given twice counts once, with its last value, as in a map.
+    pub fn of_object<'a>(entries: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Fingerprint {
+        // Sorted by the keys' bytes (str's order), as canonical JSON writes an object.
+        let entries: std::collections::BTreeMap<&str, &Value> = entries.into_iter().collect();
+        let mut writer = HashWriter::new();
+        let _ = write_entries(&mut writer, entries.into_iter(), &|_, _| None);
         Fingerprint::from_hash(writer.finish())
     }
 
@@ -48,7 +56,11 @@ impl Fingerprint {
     }
 
     fn from_hash(hash: blake3::Hash) -> Fingerprint {
-        Fingerprint(format!("{FINGERPRINT_PREFIX}{}", hash.to_hex()))
+        let hex = hash.to_hex();
+        let mut text = String::with_capacity(FINGERPRINT_PREFIX.len() + hex.len());
+        text.push_str(FINGERPRINT_PREFIX);
+        text.push_str(&hex);
+        Fingerprint(text)
     }
 
     /// The text form, `blake3:<hex>`.
@@ -103,7 +115,9 @@ pub fn canonical_float(x: f64) -> f64 {
 }
 
 /// Bytes gathered before the hasher sees them: blake3 is fast on large slices and slow on the
-/// many tiny writes canonical JSON makes.
+/// many tiny writes canonical JSON makes. The buffer grows to this as needed: a snapshot
+/// fingerprints thousands of small values, and a buffer of this size for each (allocated, or
+/// zeroed and moved on the stack) cost more than hashing them.
 const HASH_BUFFER: usize = 16 * 1024;
 
 struct HashWriter {
@@ -112,6 +126,13 @@ struct HashWriter {
 }
 
 impl HashWriter {
+    fn new() -> HashWriter {
+        HashWriter {
+            hasher: blake3::Hasher::new(),
+            buffer: Vec::new(),
+        }
+    }
+
     fn finish(mut self) -> blake3::Hash {
         self.hasher.update(&self.buffer);
         self.hasher.finalize()
@@ -171,21 +192,33 @@ where
             // sort only when it is not.
             let sorted =
                 *MAPS_ARE_SORTED || map.keys().zip(map.keys().skip(1)).all(|(a, b)| a <= b);
-            out.write_all(b"{")?;
+            let entries = map.iter().map(|(key, item)| (key.as_str(), item));
             if sorted {
-                for (i, (key, item)) in map.iter().enumerate() {
-                    write_entry(out, i, key, item, replace)?;
-                }
+                write_entries(out, entries, replace)
             } else {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                let mut entries: Vec<(&str, &Value)> = entries.collect();
                 entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                for (i, (key, item)) in entries.into_iter().enumerate() {
-                    write_entry(out, i, key, item, replace)?;
-                }
+                write_entries(out, entries.into_iter(), replace)
             }
-            out.write_all(b"}")
         }
     }
+}
+
+/// Writes an object of `entries`, which come sorted by key and without repeats.
+fn write_entries<'a, W, F>(
+    out: &mut W,
+    entries: impl Iterator<Item = (&'a str, &'a Value)>,
+    replace: &F,
+) -> io::Result<()>
+where
+    W: Write,
+    F: Fn(&str, &Value) -> Option<Value>,
+{
+    out.write_all(b"{")?;
+    for (i, (key, item)) in entries.enumerate() {
+        write_entry(out, i, key, item, replace)?;
+    }
+    out.write_all(b"}")
 }
 
 /// Whether serde_json's maps keep their keys sorted in this build (`preserve_order` off): then

@@ -62,6 +62,18 @@ proptest! {
         }
     }
 
+    /// An object fingerprinted from its entries equals the object built from them (keys in any
+    /// order, a repeated key counting with its last value, as inserting into a map does).
+    #[test]
+    fn an_object_from_entries_is_the_object_they_build(
+        entries in prop::collection::vec(("[a-c]{1,2}", json_value()), 0..8),
+    ) {
+        let built: Map<String, Value> = entries.iter().cloned().collect();
+        let expected = Fingerprint::of_value(&Value::Object(built));
+        let borrowed = entries.iter().map(|(key, value)| (key.as_str(), value));
+        prop_assert_eq!(Fingerprint::of_object(borrowed), expected);
+    }
+
     #[test]
     fn floats_within_tolerance_agree(x in -1.0e5f64..1.0e5) {
         let rounded = (x * 1e6).round() / 1e6;
