@@ -70,9 +70,13 @@
 //! * `object.move`: ~21 us in-process, ~24 us with JSON, 37-39 us through the transport (it was
 //!   41-42), 43-45 us through the pipeline.
 //! * `scene.snapshot`: 13 / 26-28 / 56-57 ms in-process with JSON at 1k / 2k / 4k objects
-//!   (linear; it was quadratic), 15 / 32-35 / 69-71 ms through the transport with the bridge's
-//!   sealing: 4k is 2.03-2.18x 2k. Through the pipeline with audit 22-23 / 47-49 / 110-112 ms (the bench does not split
-//!   that further).
+//!   (linear; it was quadratic), 15 / 32-35 / 69-71 ms through the transport: 4k is
+//!   2.03-2.18x 2k. Through the pipeline with audit 22-23 / 47-49 / 110-112 ms; the pipeline's
+//!   return stage seals the snapshot (its fingerprints and indices), which copied every object
+//!   and the whole snapshot to fingerprint them. Sealing in place (later the same day; before
+//!   and after, each beside the transport in one process, not in a bench run): 4k through the
+//!   pipeline 91 -> 73 ms against 62 ms through the transport (the pipeline's own share 29 ->
+//!   11 ms, of which sealing is now 8 ms).
 //! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: 0.17 ms through
 //!   the transport (it was 24 ms): code the kernel proves read-only needs no rollback point. Code
 //!   that writes saves a rollback point and takes the lock's inventories: ~18 ms at 1,000
