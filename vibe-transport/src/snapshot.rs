@@ -248,37 +248,47 @@ mod tests {
         (
             prop::option::of(prop::collection::vec(object(), 0..12)),
             prop::option::of(prop::collection::vec(names(), 0..3)),
+            prop::option::of(prop::collection::vec(names(), 0..3)),
             prop::option::of(any::<bool>()),
             prop::option::of("[a-z]{0,4}"),
             prop::option::of(0..250i64),
             any::<bool>(),
         )
-            .prop_map(|(objects, collections, camera, world, timeline, stale)| {
-                let mut root = Map::new();
-                root.insert("snapshot_version".into(), json!(SNAPSHOT_VERSION));
-                if let Some(objects) = objects {
-                    root.insert("objects".into(), Value::Array(objects));
-                }
-                if let Some(collections) = collections {
-                    root.insert("collections".into(), Value::Array(collections));
-                }
-                if let Some(camera) = camera {
-                    root.insert("camera".into(), json!({"active": camera}));
-                }
-                if let Some(world) = world {
-                    root.insert("world".into(), json!(world));
-                }
-                if let Some(end) = timeline {
-                    root.insert(
-                        "timeline".into(),
-                        json!({"frame_start": 1, "frame_end": end}),
-                    );
-                }
-                if stale {
-                    root.insert("fingerprint".into(), json!("blake3:stale"));
-                }
-                Value::Object(root)
-            })
+            .prop_map(
+                |(objects, collections, materials, camera, world, timeline, stale)| {
+                    let mut root = Map::new();
+                    root.insert("snapshot_version".into(), json!(SNAPSHOT_VERSION));
+                    root.insert("blender_version".into(), json!("5.0.1"));
+                    if let Some(materials) = materials {
+                        root.insert("materials".into(), Value::Array(materials));
+                    }
+                    if let Some(objects) = objects {
+                        root.insert("objects".into(), Value::Array(objects));
+                    }
+                    if let Some(collections) = collections {
+                        root.insert("collections".into(), Value::Array(collections));
+                    }
+                    if let Some(camera) = camera {
+                        root.insert("camera".into(), json!({"active": camera}));
+                    }
+                    if let Some(world) = world {
+                        root.insert("world".into(), json!(world));
+                    }
+                    if let Some(end) = timeline {
+                        root.insert(
+                            "timeline".into(),
+                            json!({"frame_start": 1, "frame_end": end}),
+                        );
+                    }
+                    if stale {
+                        // Left by an earlier seal: replaced, never hashed into the new values.
+                        for key in ["fingerprint", "content_fingerprint", "indices"] {
+                            root.insert(key.into(), json!("stale"));
+                        }
+                    }
+                    Value::Object(root)
+                },
+            )
     }
 
     proptest! {
