@@ -78,6 +78,7 @@ pub mod conformance;
 mod connection;
 mod error;
 mod frame;
+#[cfg(any(feature = "stdio", feature = "tcp", feature = "mock"))]
 mod rng;
 pub mod snapshot;
 mod transport;

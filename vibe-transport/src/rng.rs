@@ -1,4 +1,5 @@
-//! A tiny deterministic PRNG for fault plans and backoff jitter.
+//! A tiny deterministic PRNG for fault plans, backoff jitter and unique names (used by every
+//! backend; without one the module is not built).
 
 /// A small, well-known PRNG (SplitMix64): reproducible across platforms, no dependency.
 #[derive(Clone, Debug)]
@@ -17,7 +18,6 @@ impl SplitMix64 {
 
 /// A value that differs between calls in one process (for unique temporary names and a mock
 /// kernel's instance id).
-#[cfg(any(feature = "stdio", feature = "tcp", feature = "mock"))]
 pub(crate) fn unique_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
