@@ -86,6 +86,37 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(len(later), 1)
         self.assertTrue(later[0]["envelope"]["ok"], later)
 
+    def test_an_id_in_flight_twice_is_a_protocol_error(self):
+        """Ids are unique among a connection's calls in flight (protocol §5): a cancel must
+        reach one call, and an answer must be one call's."""
+        def move(call_id):
+            return {"id": call_id, "tool": "object.move", "params": {"name": "Cube", "delta": [1, 0, 0]},
+                    "deadline_ms": 5000}
+        cube = bpy.data.objects["Cube"]
+        # Twice in one batch: refused whole, nothing runs, the connection ends.
+        _, answers = self.run_frames({"type": "batch", "calls": [move(1), move(2), move(1)]},
+                                     {"type": "call", **move(3)})
+        self.assertEqual([a["type"] for a in answers], ["error"])
+        self.assertIn("call id 1 is already in flight", answers[0]["error"]["message"])
+        self.assertEqual(tuple(cube.location), (0.0, 0.0, 0.0))
+        # Queued by an earlier frame: the later frame is refused, the earlier call runs once.
+        for later in ({"type": "call", **move(4)}, {"type": "batch", "calls": [move(5), move(4)]}):
+            with self.subTest(later=later.get("type")):
+                cube.location = (0.0, 0.0, 0.0)
+                _, answers = self.run_frames({"type": "call", **move(4)}, later, {"type": "call", **move(6)})
+                self.assertEqual([a["type"] for a in answers], ["error", "result"])
+                self.assertIn("call id 4 is already in flight", answers[0]["error"]["message"])
+                self.assertEqual(answers[1]["id"], 4)
+                self.assertEqual(tuple(cube.location), (1.0, 0.0, 0.0))
+        # An id answered (or cancelled) is free again: reuse is not a repeat.
+        cube.location = (0.0, 0.0, 0.0)
+        _, answers = self.run_frames({"type": "call", **move(7)}, {"type": "cancel", "id": 7},
+                                     {"type": "call", **move(7)})
+        self.assertEqual([a["id"] for a in answers], [7, 7])
+        self.assertTrue(answers[0]["envelope"]["error"]["details"]["cancelled"])
+        self.assertTrue(answers[1]["envelope"]["ok"], answers)
+        self.assertEqual(tuple(cube.location), (1.0, 0.0, 0.0))
+
     def test_malformed_batches_are_protocol_errors(self):
         too_many = [{"id": i, "tool": "kernel.status", "params": {}, "deadline_ms": 5000}
                     for i in range(wire.MAX_BATCH_CALLS + 1)]

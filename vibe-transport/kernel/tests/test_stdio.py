@@ -97,6 +97,17 @@ class StdioLoopTest(unittest.TestCase):
         self.assertEqual(error["code"], "timeout", error)
         self.assertTrue(answers[2]["envelope"]["ok"])
 
+    def test_a_call_with_the_id_of_the_running_one_is_a_protocol_error(self):
+        """Read by the watcher while the code runs: a cancel of that id could not say which
+        call it means, so the repeat is refused and the running call still answers."""
+        count = {"type": "call", "id": 2, "tool": "python.exec",
+                 "params": {"code": "n = 0\nwhile n < 30000000:\n    n += 1"}, "deadline_ms": 60000}
+        answers = self.serve([line(configure()) + line(count), line(info(2)) + line(info(3))], pause=0.3)
+        self.assertEqual([a["type"] for a in answers], ["result", "error", "result"], answers)
+        self.assertIn("call id 2 is already in flight", answers[1]["error"]["message"])
+        self.assertEqual(answers[2]["id"], 2)
+        self.assertTrue(answers[2]["envelope"]["ok"], answers[2])
+
     def test_a_malformed_frame_is_a_protocol_error_and_ends_the_connection(self):
         answers = self.serve([line(info(1)) + b"{not json\n" + line(info(2))])
         # Said as it is read; the call read before it still runs, nothing after it does.

@@ -141,10 +141,29 @@ class Channel:
             send_quietly(self, held)
 
     def queue_calls(self, calls):
-        """Notes calls read and not yet started, so that a cancel can answer them at once."""
+        """Notes calls read and not yet started, so that a cancel can answer them at once.
+        Ids are unique among a connection's calls in flight (PROTOCOL.md §5): a cancel must
+        reach one call. An id already queued or running on this connection (or twice in
+        `calls`) is returned, and none of `calls` is noted."""
         with self.kernel.lock:
-            for call in calls:
-                self.queued[call.get("id")] = call.get("tool")
+            queued, running = self.queued, self.kernel.running
+            for n, call in enumerate(calls):
+                call_id = call.get("id")
+                if call_id in queued or running == (self.session, call_id):
+                    for noted in calls[:n]:
+                        del queued[noted.get("id")]
+                    return call_id
+                queued[call_id] = call.get("tool")
+        return None
+
+    def refuse_reused_id(self, calls):
+        """True when `calls` may be queued; otherwise the connection is told why (a protocol
+        error: the connection ends) and False."""
+        reused = self.queue_calls(calls)
+        if reused is None:
+            return True
+        self.send(protocol_error("call id %s is already in flight on this connection" % reused))
+        return False
 
     def read_frame(self):
         return parse_frame(self.reader.readline(MAX_FRAME_BYTES + 1))
@@ -160,8 +179,8 @@ class Channel:
         if kind == "cancel":
             self.kernel.cancel(frame.get("id"), self)
         elif kind in ("call", "configure", "checkpoint", "restore", "inventory"):
-            if kind == "call":
-                self.queue_calls((frame,))
+            if kind == "call" and not self.refuse_reused_id((frame,)):
+                return False
             self.deliver(frame)
         elif kind == "batch":
             calls = frame.get("calls")
@@ -171,7 +190,8 @@ class Channel:
                 return False
             for call in calls:
                 check_id(call)
-            self.queue_calls(calls)
+            if not self.refuse_reused_id(calls):
+                return False
             self.deliver(frame)
         else:
             self.send(protocol_error("unexpected frame type %r" % kind))
