@@ -38,9 +38,10 @@
 //! ## Live figures
 //!
 //! `VIBE_BPY_PYTHON=... cargo bench --bench live_kernel`, measured 2026-11-24 on a 2-core Linux
-//! VM (Firecracker) with bpy 5.0.1 headless over stdio, three runs (the third after the audit
-//! and code-gate changes of that day); each figure beside baselines of the same run (the bench
-//! prints the ratios; reported, not asserted):
+//! VM (Firecracker) with bpy 5.0.1 headless over stdio, five runs (the third after the audit
+//! and code-gate changes of that day, the last two after the snapshot-sealing and startup-heap
+//! changes); each figure beside baselines of the same run (the bench prints the ratios;
+//! reported, not asserted):
 //!
 //! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects: ~11 us in-process,
 //!   12.8-13.2 us with the kernel's JSON work (the call frame's line decoded, the answer
@@ -58,30 +59,31 @@
 //!   each to the main thread, and both sides slept between frames; waking a sleeping CPU of this
 //!   VM costs ~30-60 us. The stdio kernel now reads on its main thread and both sides poll
 //!   briefly before they sleep (PROTOCOL.md §5).
-//! * Batched (100 calls in one frame): 16.4-16.8 us per call (it was 17-18), 1.26-1.31x the
+//! * Batched (100 calls in one frame): 16.3-16.8 us per call (it was 17-18), 1.26-1.32x the
 //!   handler with JSON. The same 100 calls made at once without a batch: ~18 us per call.
 //! * Through the pipeline with the audit writer on a file: 25.7-27.5 us (it was 29-31), 1.18-1.28x
-//!   the transport; the audit writer adds 10-21% (it was 14-43%; 10-12% in the third run, where
-//!   rendering a call's two records cost its caller ~0.3 us less). Callers render their records
+//!   the transport; the audit writer adds 9-21% (it was 14-43%; 10-12% in the third run, where
+//!   rendering a call's two records cost its caller ~0.3 us less, 9-18% in the last two). Callers render their records
 //!   (redacted as they are written, straight from the call's arguments and its envelope, no
 //!   copy) and the writer's thread only chains and writes them, waking once per burst: its CPU
 //!   per second of calls fell from ~145 to ~55 ms, which on two cores is taken from the
 //!   caller or from Blender.
 //! * `object.move`: ~21 us in-process, ~24 us with JSON, 37-39 us through the transport (it was
 //!   41-42), 43-45 us through the pipeline.
-//! * `scene.snapshot`: 13 / 26-28 / 56-57 ms in-process with JSON at 1k / 2k / 4k objects
-//!   (linear; it was quadratic), 15 / 32-35 / 69-71 ms through the transport: 4k is
-//!   2.03-2.18x 2k. Through the pipeline with audit 22-23 / 47-49 / 110-112 ms; the pipeline's
-//!   return stage seals the snapshot (its fingerprints and indices), which copied every object
-//!   and the whole snapshot to fingerprint them. Sealing in place (later the same day; before
-//!   and after, each beside the transport in one process, not in a bench run): 4k through the
-//!   pipeline 91 -> 73 ms against 62 ms through the transport (the pipeline's own share 29 ->
-//!   11 ms, of which sealing is now 8 ms).
-//! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: 0.17 ms through
+//! * `scene.snapshot`, last two runs: 12-13 / 25-26 / 52-53 ms in-process with JSON at 1k /
+//!   2k / 4k objects (linear; it was quadratic), 13-14 / 27-28 / 57-60 ms through the
+//!   transport: 4k is 2.06-2.14x 2k. Through the pipeline with audit 16 / 33-34 / 70-73 ms (it
+//!   was 22-23 / 47-49 / 110-112): the pipeline's return stage seals the snapshot (its
+//!   fingerprints and indices) over the parts where they lie, where it fingerprinted copies of
+//!   every object and of the whole snapshot; sealing 4k objects takes ~8 ms. The transport's
+//!   figures fell in the same runs (4k: 69-71 -> 57-60 ms), beside the headless kernel's frozen
+//!   startup heap (a snapshot allocates enough to set off Python's full collections); the two
+//!   were not measured apart. The transport does not seal.
+//! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: 0.17-0.18 ms through
 //!   the transport (it was 24 ms): code the kernel proves read-only needs no rollback point. Code
 //!   that writes saves a rollback point and takes the lock's inventories: ~18 ms at 1,000
-//!   objects, in-process. Through the pipeline 0.19-0.21 ms, 1.07-1.27x the transport (third
-//!   run; it was 0.38-0.60 ms): the bridge's code gate parses on a stack segment of the caller's
+//!   objects, in-process. Through the pipeline 0.18-0.23 ms, 1.02-1.36x the transport (last
+//!   three runs; it was 0.38-0.60 ms): the bridge's code gate parses on a stack segment of the caller's
 //!   thread, where handing each parse to a thread of its own and back cost 130-170 us beside a
 //!   kernel answering agent code (thread wake-ups on a busy 2-vCPU VM), 10x the parse.
 //! * `transaction.begin` + `rollback` saves a copy and reopens it: it grows with the scene.
