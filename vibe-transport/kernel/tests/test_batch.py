@@ -108,13 +108,17 @@ class BatchTest(unittest.TestCase):
                 self.assertIn("call id 4 is already in flight", answers[0]["error"]["message"])
                 self.assertEqual(answers[1]["id"], 4)
                 self.assertEqual(tuple(cube.location), (1.0, 0.0, 0.0))
-        # An id answered (or cancelled) is free again: reuse is not a repeat.
+        # An id answered is free again: a queued call answered as cancelled, then a new call of
+        # its id, cancelled too, then a third. Each cancel reaches its own call (not the id):
+        # only the third runs.
         cube.location = (0.0, 0.0, 0.0)
-        _, answers = self.run_frames({"type": "call", **move(7)}, {"type": "cancel", "id": 7},
+        cancel = {"type": "cancel", "id": 7}
+        _, answers = self.run_frames({"type": "call", **move(7)}, cancel, {"type": "call", **move(7)}, cancel,
                                      {"type": "call", **move(7)})
-        self.assertEqual([a["id"] for a in answers], [7, 7])
+        self.assertEqual([a["id"] for a in answers], [7, 7, 7])
         self.assertTrue(answers[0]["envelope"]["error"]["details"]["cancelled"])
-        self.assertTrue(answers[1]["envelope"]["ok"], answers)
+        self.assertTrue(answers[1]["envelope"]["error"]["details"]["cancelled"])
+        self.assertTrue(answers[2]["envelope"]["ok"], answers)
         self.assertEqual(tuple(cube.location), (1.0, 0.0, 0.0))
 
     def test_malformed_batches_are_protocol_errors(self):

@@ -97,6 +97,24 @@ def encode_answer(frame):
             "invalid_arguments", "the answer could not be encoded: %s" % exc)})
 
 
+class IdentitySet:
+    """A set of objects by identity (call frames, which are dicts: not hashable, and two
+    equal calls are still two calls)."""
+
+    def __init__(self):
+        self.members = {}
+
+    def __bool__(self):
+        return bool(self.members)
+
+    def add(self, item):
+        self.members[id(item)] = item  # kept alive, so its id is not reused meanwhile
+
+    def take(self, item):
+        """True, and `item` no longer a member, if it was one."""
+        return self.members.pop(id(item), None) is not None
+
+
 class Channel:
     """One connection: reads frames on a thread into the kernel's queue, writes answers."""
 
@@ -109,10 +127,12 @@ class Channel:
         self.closed = False
         # This connection's own settings (capabilities, sandbox, ...) over the kernel's state.
         self.session = Session(kernel.shared)
-        # Calls read but not started (id -> tool), and those cancelled meanwhile: both under
-        # the kernel's lock (the reader thread queues and cancels, the main thread starts).
+        # Calls read but not started (id -> the call), and those cancelled meanwhile (by the
+        # call itself, not its id: once answered, the id may come again in a new call):
+        # both under the kernel's lock (the reader thread queues and cancels, the main
+        # thread starts).
         self.queued = {}
-        self.skipped = set()
+        self.skipped = IdentitySet()
         # A batch's answers done and not yet written (see run_frame), under their own lock.
         self.held, self.held_since = [], 0.0
         self.hold_lock = threading.Lock()
@@ -146,14 +166,14 @@ class Channel:
         reach one call. An id already queued or running on this connection (or twice in
         `calls`) is returned, and none of `calls` is noted."""
         with self.kernel.lock:
-            queued, running = self.queued, self.kernel.running
-            for n, call in enumerate(calls):
+            queued, running, seen = self.queued, self.kernel.running, set()
+            for call in calls:
                 call_id = call.get("id")
-                if call_id in queued or running == (self.session, call_id):
-                    for noted in calls[:n]:
-                        del queued[noted.get("id")]
+                if call_id in queued or call_id in seen or running == (self.session, call_id):
                     return call_id
-                queued[call_id] = call.get("tool")
+                seen.add(call_id)
+            for call in calls:
+                queued[call.get("id")] = call
         return None
 
     def refuse_reused_id(self, calls):

@@ -242,10 +242,10 @@ class Kernel:
         call_id = frame.get("id")
         with self.lock:
             if channel is not None:
-                if call_id in channel.skipped:
-                    channel.skipped.discard(call_id)
+                if channel.skipped and channel.skipped.take(frame):
                     return None
-                channel.queued.pop(call_id, None)
+                if channel.queued.get(call_id) is frame:
+                    del channel.queued[call_id]
             self.running = (session, call_id)
             if codeexec.CANCELLED_EARLY:  # only a cancel sets it, and under this lock
                 codeexec.new_call()
@@ -326,13 +326,14 @@ class Kernel:
             if self.running == (session, call_id):
                 running, queued = codeexec.cancel_running(), None
             elif channel is not None and call_id in channel.queued:
-                running, queued = None, channel.queued.pop(call_id)
-                channel.skipped.add(call_id)
+                queued = channel.queued.pop(call_id)
+                channel.skipped.add(queued)
+                running = None
             else:
                 return
         if running is not None:
             running.stop_now()
         if queued is not None:
             channel.send({"type": "result", "id": call_id, "envelope": err(
-                "timeout", "%s was cancelled before it started" % queued,
+                "timeout", "%s was cancelled before it started" % queued.get("tool"),
                 cancelled=True, partial_effects="none: the call never started")})
