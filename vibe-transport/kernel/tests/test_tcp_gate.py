@@ -101,6 +101,29 @@ class GateTest(unittest.TestCase):
         self.assertEqual(hello["type"], "hello")
         return sock, reader
 
+    def test_closing_the_connections_ends_each_and_refuses_later_ones(self):
+        """The add-on's unregister: once its timer stops, nothing runs frames any more, so no
+        connection may stay open with calls that would never be answered."""
+        send = self.session("a")
+        self.assertTrue(send({"type": "configure", "session": {"session_id": "a"}})["ok"])
+        waiting, _ = self.connect()  # not logged in yet
+        tcp.stop_listening(self.server)
+        self.accepting.join(5)
+        tcp.close_connections(self.kernel)
+        for sock in self.sockets:
+            sock.settimeout(5)
+            self.assertEqual(sock.recv(1024), b"", "a connection stayed open")
+        self.pump_until(lambda: not self.kernel.channels)  # each reader ended, and its end ran
+        # A connection accepted after (by an accept thread that was past its accept) is closed.
+        listener = tcp.listen("127.0.0.1", 0)
+        client = socket.create_connection(listener.getsockname()[:2], timeout=5)
+        self.sockets.append(client)
+        conn, _ = listener.accept()
+        listener.close()
+        self.assertIsNone(tcp.open_channel(self.kernel, self.inbox, conn, "secret"))
+        self.assertEqual(client.recv(1024), b"")
+        self.assertEqual(self.kernel.channels, set())
+
     def test_a_silent_client_is_closed_after_the_pre_auth_deadline(self):
         sock, reader = self.connect()
         started = time.monotonic()

@@ -120,5 +120,6 @@ def unregister():
             tcp.stop_listening(server)
         except OSError:
             pass
+        tcp.close_connections(kernel)  # their frames would never run again
         _server = None
     preferences.unregister()

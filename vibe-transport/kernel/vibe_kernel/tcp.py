@@ -23,11 +23,29 @@ def listen(host, port):
 
 
 def open_channel(kernel, inbox, conn, token, gate=None):
+    """The channel of a connection just accepted; None (and the connection closed) when the
+    kernel no longer serves (close_connections)."""
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     channel = Channel(kernel, inbox, conn.makefile("rb"), conn.sendall, token, conn=conn, gate=gate)
     with kernel.lock:
-        kernel.channels.add(channel)
-    return channel
+        if kernel.serving:
+            kernel.channels.add(channel)
+            return channel
+    close_quietly(conn)
+    return None
+
+
+def close_connections(kernel):
+    """Ends every connection of `kernel`, and any accepted from now on: the add-on is turned
+    off and nothing will run their frames any more (their calls would wait for answers that
+    never come, and their frames would pile up). Their reader threads see the end and stop."""
+    with kernel.lock:
+        kernel.serving = False
+        channels = list(kernel.channels)
+    for each in channels:
+        each.closed = True
+        if each.conn is not None:
+            close_quietly(each.conn)
 
 
 def accept_one(server, gate):
@@ -74,7 +92,8 @@ def accept_forever(kernel, server, inbox, token, gate):
         if conn is None:
             return
         channel = open_channel(kernel, inbox, conn, token, gate)
-        threading.Thread(target=channel.run, name="vibe-tcp", daemon=True).start()
+        if channel is not None:
+            threading.Thread(target=channel.run, name="vibe-tcp", daemon=True).start()
 
 
 def serve_tcp(kernel, host, port, token, once=False):

@@ -68,6 +68,7 @@ class Kernel:
         # A random id of this start: a restarted Blender on the same port is told apart.
         self.instance = os.urandom(8).hex()
         self.channels = set()  # live connections, under self.lock
+        self.serving = True  # False once the add-on is turned off: no connection is taken (tcp.py)
         self.handlers = []  # (handler list name, function) installed by install_busy_handlers
 
     def hello(self, auth_required):
