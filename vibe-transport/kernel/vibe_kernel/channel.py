@@ -97,24 +97,6 @@ def encode_answer(frame):
             "invalid_arguments", "the answer could not be encoded: %s" % exc)})
 
 
-class IdentitySet:
-    """A set of objects by identity (call frames, which are dicts: not hashable, and two
-    equal calls are still two calls)."""
-
-    def __init__(self):
-        self.members = {}
-
-    def __bool__(self):
-        return bool(self.members)
-
-    def add(self, item):
-        self.members[id(item)] = item  # kept alive, so its id is not reused meanwhile
-
-    def take(self, item):
-        """True, and `item` no longer a member, if it was one."""
-        return self.members.pop(id(item), None) is not None
-
-
 class Channel:
     """One connection: reads frames on a thread into the kernel's queue, writes answers."""
 
@@ -127,12 +109,10 @@ class Channel:
         self.closed = False
         # This connection's own settings (capabilities, sandbox, ...) over the kernel's state.
         self.session = Session(kernel.shared)
-        # Calls read but not started (id -> the call), and those cancelled meanwhile (by the
-        # call itself, not its id: once answered, the id may come again in a new call):
-        # both under the kernel's lock (the reader thread queues and cancels, the main
-        # thread starts).
+        # Calls read but not started (id -> the call), under the kernel's lock: the reader
+        # thread queues and cancels (takes out), the main thread starts (takes out) only a
+        # call still there, so a cancelled one never runs, even when a new call reuses its id.
         self.queued = {}
-        self.skipped = IdentitySet()
         # A batch's answers done and not yet written (see run_frame), under their own lock.
         self.held, self.held_since = [], 0.0
         self.hold_lock = threading.Lock()
@@ -161,28 +141,23 @@ class Channel:
             send_quietly(self, held)
 
     def queue_calls(self, calls):
-        """Notes calls read and not yet started, so that a cancel can answer them at once.
-        Ids are unique among a connection's calls in flight (PROTOCOL.md §5): a cancel must
-        reach one call. An id already queued or running on this connection (or twice in
-        `calls`) is returned, and none of `calls` is noted."""
+        """Notes calls read and not yet started, so that a cancel can answer them at once, and
+        True. Ids are unique among a connection's calls in flight (PROTOCOL.md §5): a cancel
+        must reach one call. With an id already queued or running on this connection (or twice
+        in `calls`), none is noted, the connection is told (a protocol error: it ends) and
+        False."""
         with self.kernel.lock:
             queued, running, seen = self.queued, self.kernel.running, set()
             for call in calls:
                 call_id = call.get("id")
                 if call_id in queued or call_id in seen or running == (self.session, call_id):
-                    return call_id
+                    break
                 seen.add(call_id)
-            for call in calls:
-                queued[call.get("id")] = call
-        return None
-
-    def refuse_reused_id(self, calls):
-        """True when `calls` may be queued; otherwise the connection is told why (a protocol
-        error: the connection ends) and False."""
-        reused = self.queue_calls(calls)
-        if reused is None:
-            return True
-        self.send(protocol_error("call id %s is already in flight on this connection" % reused))
+            else:
+                for call in calls:
+                    queued[call.get("id")] = call
+                return True
+        self.send(protocol_error("call id %s is already in flight on this connection" % call_id))
         return False
 
     def read_frame(self):
@@ -199,7 +174,7 @@ class Channel:
         if kind == "cancel":
             self.kernel.cancel(frame.get("id"), self)
         elif kind in ("call", "configure", "checkpoint", "restore", "inventory"):
-            if kind == "call" and not self.refuse_reused_id((frame,)):
+            if kind == "call" and not self.queue_calls((frame,)):
                 return False
             self.deliver(frame)
         elif kind == "batch":
@@ -210,7 +185,7 @@ class Channel:
                 return False
             for call in calls:
                 check_id(call)
-            if not self.refuse_reused_id(calls):
+            if not self.queue_calls(calls):
                 return False
             self.deliver(frame)
         else:

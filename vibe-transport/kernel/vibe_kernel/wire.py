@@ -243,10 +243,11 @@ class Kernel:
         call_id = frame.get("id")
         with self.lock:
             if channel is not None:
-                if channel.skipped and channel.skipped.take(frame):
+                # Every call of a channel was queued as it was read; one no longer there was
+                # cancelled meanwhile (and answered then).
+                if channel.queued.get(call_id) is not frame:
                     return None
-                if channel.queued.get(call_id) is frame:
-                    del channel.queued[call_id]
+                del channel.queued[call_id]
             self.running = (session, call_id)
             if codeexec.CANCELLED_EARLY:  # only a cancel sets it, and under this lock
                 codeexec.new_call()
@@ -327,9 +328,7 @@ class Kernel:
             if self.running == (session, call_id):
                 running, queued = codeexec.cancel_running(), None
             elif channel is not None and call_id in channel.queued:
-                queued = channel.queued.pop(call_id)
-                channel.skipped.add(queued)
-                running = None
+                running, queued = None, channel.queued.pop(call_id)
             else:
                 return
         if running is not None:
