@@ -210,8 +210,11 @@ mod tests {
     }
 
     fn names() -> impl Strategy<Value = Value> {
+        // Empty, non-ASCII and astral names too: the indices order keys by their bytes, as
+        // canonical JSON does, whatever the characters.
         prop_oneof![
             4 => "[A-D]{1,2}".prop_map(Value::String),
+            1 => "(|[aé日ｱ😀]{1,2}|A\\u{0})".prop_map(Value::String),
             1 => Just(json!(7)),
         ]
     }
@@ -225,8 +228,9 @@ mod tests {
             ]),
             prop::option::of(prop::collection::vec(names(), 0..4)),
             prop::option::of(prop::collection::vec(names(), 0..3)),
+            prop::option::of(extra_key()),
         )
-            .prop_map(|(name, data, collections, materials)| {
+            .prop_map(|(name, data, collections, materials, extra)| {
                 let mut object = Map::new();
                 let fields = [
                     ("name", name),
@@ -239,23 +243,38 @@ mod tests {
                         object.insert(key.into(), value);
                     }
                 }
+                if let Some(key) = extra {
+                    object.entry(key).or_insert(json!({"custom": true}));
+                }
                 Value::Object(object)
             });
         prop_oneof![9 => entry, 1 => Just(json!("not an object"))]
     }
 
+    /// A key the format does not name (a newer kernel's field): empty, non-ASCII or plain.
+    fn extra_key() -> impl Strategy<Value = String> {
+        "(|é|日本|😀|zz|Objects)"
+    }
+
     fn snapshot() -> impl Strategy<Value = Value> {
+        let objects = prop_oneof![
+            9 => prop::collection::vec(object(), 0..12).prop_map(Value::Array),
+            // Not a list: no object to fingerprint or index, still hashed as content.
+            1 => Just(json!({"E0000": {"name": "E0000"}})),
+            1 => Just(json!("objects")),
+        ];
         (
-            prop::option::of(prop::collection::vec(object(), 0..12)),
+            prop::option::of(objects),
             prop::option::of(prop::collection::vec(names(), 0..3)),
             prop::option::of(prop::collection::vec(names(), 0..3)),
             prop::option::of(any::<bool>()),
             prop::option::of("[a-z]{0,4}"),
             prop::option::of(0..250i64),
             any::<bool>(),
+            prop::option::of(extra_key()),
         )
             .prop_map(
-                |(objects, collections, materials, camera, world, timeline, stale)| {
+                |(objects, collections, materials, camera, world, timeline, stale, extra)| {
                     let mut root = Map::new();
                     root.insert("snapshot_version".into(), json!(SNAPSHOT_VERSION));
                     root.insert("blender_version".into(), json!("5.0.1"));
@@ -263,7 +282,7 @@ mod tests {
                         root.insert("materials".into(), Value::Array(materials));
                     }
                     if let Some(objects) = objects {
-                        root.insert("objects".into(), Value::Array(objects));
+                        root.insert("objects".into(), objects);
                     }
                     if let Some(collections) = collections {
                         root.insert("collections".into(), Value::Array(collections));
@@ -280,6 +299,9 @@ mod tests {
                             json!({"frame_start": 1, "frame_end": end}),
                         );
                     }
+                    if let Some(key) = extra {
+                        root.entry(key).or_insert(json!(["kept", 1]));
+                    }
                     if stale {
                         // Left by an earlier seal: replaced, never hashed into the new values.
                         for key in ["fingerprint", "content_fingerprint", "indices"] {
@@ -293,8 +315,9 @@ mod tests {
 
     proptest! {
         /// Sealing in place gives exactly what sealing copies gives: every fingerprint and
-        /// index, whatever the snapshot holds (names repeated or missing, entries that are not
-        /// objects or not strings, optional sections, a stale fingerprint).
+        /// index, whatever the snapshot holds (names repeated, missing, empty or non-ASCII,
+        /// entries that are not objects or not strings, `objects` that is not a list, optional
+        /// sections, keys the format does not name, a stale fingerprint).
         #[test]
         fn sealing_in_place_equals_sealing_copies(snapshot in snapshot()) {
             let mut expected = snapshot.clone();
