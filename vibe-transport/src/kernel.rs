@@ -80,9 +80,12 @@
 //!   startup heap (a snapshot allocates enough to set off Python's full collections); the two
 //!   were not measured apart. The transport does not seal.
 //! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: 0.17-0.18 ms through
-//!   the transport (it was 24 ms): code the kernel proves read-only needs no rollback point. Code
-//!   that writes saves a rollback point and takes the lock's inventories: ~18 ms at 1,000
-//!   objects, in-process. Through the pipeline 0.18-0.23 ms, 1.02-1.36x the transport (last
+//!   the transport (it was 24 ms): code the kernel proves read-only needed no rollback point.
+//!   Since 2026-11-24 (after these runs) that holds only while no agent code that may write has
+//!   run in the kernel's process: what such code leaves on a module runs when later code reads
+//!   it. The bench fills its scenes with agent code, so its next runs time this call with a
+//!   rollback point. Code that writes, and any code after it, saves a rollback point and takes
+//!   the lock's inventories: ~18 ms at 1,000 objects, in-process. Through the pipeline 0.18-0.23 ms, 1.02-1.36x the transport (last
 //!   three runs; it was 0.38-0.60 ms): the bridge's code gate parses on a stack segment of the caller's
 //!   thread, where handing each parse to a thread of its own and back cost 130-170 us beside a
 //!   kernel answering agent code (thread wake-ups on a busy 2-vCPU VM), 10x the parse.

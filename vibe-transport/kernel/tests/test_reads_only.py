@@ -3,6 +3,8 @@ actuator lock's inventories, so the proof must hold: every snippet of a corpus o
 through builtins, in-place operators, stores and rebinding is run through python.exec, and
 whenever the classifier calls it read-only, the scene's fingerprint (snapshot.fingerprint, an
 independent walk over the scene) must not move. The writers must also be told apart as writers.
+The proof covers the code's own text only: objects an earlier call left behind are run by
+reading them, so after any code that may write, no code runs without the rollback point.
 """
 
 import os
@@ -13,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel import code_gate, read_only, snapshot  # noqa: E402
+from vibe_kernel import agent_code, code_gate, read_only, snapshot  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 from kernel_case import KernelCalls  # noqa: E402
 
@@ -64,6 +66,13 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
         self.k = Kernel()
         self.k.state.features.add("code_exec")
         self.k.state.configure({"session_id": "agent", "capabilities": ["scene.read", "scene.write", "code_exec"]})
+        # As in a kernel process where no agent code that writes has run yet (the proof's own
+        # ground; tests before this one ran some).
+        agent_code.WRITING_CODE_RAN = False
+
+    def tearDown(self):
+        if hasattr(bpy, "vibe_test_hook"):
+            del bpy.vibe_test_hook
 
     def classified(self, code):
         return read_only.reads_only(code_gate.parse(code))
@@ -91,6 +100,30 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
             before = snapshot.fingerprint()
             self.call("python.exec", code=code)
             self.assertEqual(snapshot.fingerprint(), before, code)
+
+    def test_objects_left_by_earlier_code_never_run_under_the_proof(self):
+        # Code that writes stashes a lazy map on a module (the gate cannot tell the target of
+        # `[bpy][0].hook`); later code that only reads runs it by iterating it. Without the
+        # rollback point the Cube stayed deleted after a failed call answered "rolled back",
+        # and a call that succeeded deleted the person's Cube past the actuator lock.
+        stash = ("import bpy\nm = [bpy][0]\n"
+                 "m.vibe_test_hook = map(bpy.data.objects.remove, [bpy.data.objects['Cube']])")
+        trigger = "import bpy\nprint(len(list(bpy.vibe_test_hook)))"
+        self.assertTrue(self.classified(trigger))
+        self.assertTrue(self.classified(trigger + "\nraise RuntimeError"))
+        self.ok("python.exec", code=stash)
+        self.assertIn("Cube", bpy.data.objects)
+        before = snapshot.fingerprint()
+        answer = self.call("python.exec", code=trigger + "\nraise RuntimeError")
+        self.assertEqual(answer["error"]["code"], "execution_failed", answer)
+        self.assertTrue(answer["error"]["details"]["rolled_back"], answer)
+        self.assertIn("Cube", bpy.data.objects)
+        self.assertEqual(snapshot.fingerprint(), before)
+        self.ok("python.exec", code=stash)
+        answer = self.call("python.exec", code=trigger)
+        self.assertEqual(answer["error"]["details"]["reason"], "actuator_lock", answer)
+        self.assertIn("Cube", bpy.data.objects)
+        self.assertEqual(snapshot.fingerprint(), before)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from vibe_kernel import app_handlers, snapshot  # noqa: E402
+from vibe_kernel import agent_code, app_handlers, snapshot  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 from kernel_case import KernelCalls  # noqa: E402
 
@@ -235,8 +235,13 @@ class UndoTest(KernelCalls, unittest.TestCase):
         self.assertIn("Undo Steps", error["message"])
         self.assertFalse(self.ok("kernel.status")["transaction_open"])
         self.assertEqual(self.refused("python.exec", code=FAILING)["details"]["rule"], "undo_unavailable")
-        # Code that only reads has nothing to take back: it runs without undo.
+        # Code that only reads has nothing to take back: it runs without undo, in a process
+        # where no agent code that writes has run (tests before this one ran some).
+        agent_code.WRITING_CODE_RAN = False
         self.assertEqual(self.ok("python.exec", code="print(1)")["stdout"], "1\n")
+        # After such code, reading may run what it left behind: the same code needs undo too.
+        agent_code.WRITING_CODE_RAN = True
+        self.assertEqual(self.refused("python.exec", code="print(1)")["details"]["rule"], "undo_unavailable")
 
     def test_a_transaction_never_outgrows_the_history(self):
         bpy.context.preferences.edit.undo_steps = 4

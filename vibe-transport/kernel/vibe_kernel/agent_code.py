@@ -9,6 +9,14 @@ from . import lock, snapshot
 from .envelope import Refusal, escape_surrogates, redact_paths, sanitize
 from .tools import req_str, tool
 
+# Whether agent code not proven read-only has run in this process. Objects such code makes can
+# outlive its call: stashed on a module or in a container of one (`[bpy][0].hook = map(...)`,
+# a class with a mutating `__len__`), where later code reaches them by reading alone, and a
+# read (`list(bpy.hook)`, `print(...)`, an attribute) runs what they hold. The proof of
+# read_only.py is about the code's own text, so it holds only while no such object can exist:
+# once this is set, every python.exec takes a rollback point and the lock's inventories.
+WRITING_CODE_RAN = False
+
 
 @tool("python.exec")
 def python_exec(k, params):
@@ -16,9 +24,11 @@ def python_exec(k, params):
     one that broke the actuator lock (see lock.py), is rolled back to the state before it (a file
     snapshot headless, the last undo step in the GUI; see snapshot.Guard), inside a transaction too.
     Code that provably only reads (read_only.reads_only) has nothing to take back: it runs
-    without the rollback point and the lock's inventories."""
+    without the rollback point and the lock's inventories, as long as no other agent code ran
+    in this process (WRITING_CODE_RAN)."""
     from . import code_gate, codeexec, deadline, read_only
 
+    global WRITING_CODE_RAN
     code = req_str(params, "code")
     deadline_ms = k.call_deadline_ms
     if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, (int, float)) or not 0 < deadline_ms < 1e9:
@@ -26,7 +36,7 @@ def python_exec(k, params):
     deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
     try:
         tree = code_gate.parse(code)
-        if read_only.reads_only(tree):
+        if not WRITING_CODE_RAN and read_only.reads_only(tree):
             return read_only_run(k, tree, deadline_s)
         # What a failed run returns to: a file snapshot headless, the last undo step in the GUI.
         guard = snapshot.Guard(k)
@@ -47,6 +57,7 @@ def python_exec(k, params):
 
     # Agent code may delete, rename or undo anything: start and end with an empty identity cache.
     k.state.identity.clear()
+    WRITING_CODE_RAN = True  # before it runs: a run that fails may have stashed objects too
     try:
         stdout, truncated = codeexec.run(code, deadline_s, tree)
     except code_gate.GateViolation as v:

@@ -29,9 +29,12 @@ def reads_only(tree):
     """Whether the code provably changes nothing in Blender: it calls no function but the
     builtins of READ_ONLY_CALLS (by their own names, which it never rebinds), stores only into
     plain names, and contains no node outside READ_ONLY_NODES. Attribute reads stay allowed:
-    Blender's properties do not change the scene when read. Such code runs without a rollback
-    point and without the actuator lock's inventories (agent_code.python_exec): there is nothing to
-    take back. A filter of the same kind as the gate, conservative by construction: anything it
+    Blender's properties do not change the scene when read (an add-on's pointer property, as
+    Cycles' `obj.cycles`, makes its empty group of defaults on the first read: not in the
+    scene's fingerprint). Such code runs without a rollback point and without the actuator
+    lock's inventories (agent_code.python_exec): there is nothing to take back. The proof is
+    about the code's own text: an object that earlier agent code left behind runs its own code
+    when read, so agent_code uses it only while no code that may write has run. A filter of the same kind as the gate, conservative by construction: anything it
     cannot tell is treated as code that may write."""
     if confine.GATE_OFF:
         return False
