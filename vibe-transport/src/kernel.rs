@@ -63,10 +63,10 @@
 //!   handler with JSON. The same 100 calls made at once without a batch: ~18 us per call.
 //! * Through the pipeline with the audit writer on a file: 25.7-27.5 us (it was 29-31), 1.18-1.28x
 //!   the transport; the audit writer adds 9-21% (it was 14-43%; 10-12% in the third run, where
-//!   rendering a call's two records cost its caller ~0.3 us less, 9-18% in the last two). Callers render their records
-//!   (redacted as they are written, straight from the call's arguments and its envelope, no
-//!   copy) and the writer's thread only chains and writes them, waking once per burst: its CPU
-//!   per second of calls fell from ~145 to ~55 ms, which on two cores is taken from the
+//!   rendering a call's two records cost its caller ~0.3 us less, 9-18% in the last two). Callers
+//!   render their records (redacted as they are written, straight from the call's arguments and its
+//!   envelope, no copy) and the writer's thread only chains and writes them, waking once per burst:
+//!   its CPU per second of calls fell from ~145 to ~55 ms, which on two cores is taken from the
 //!   caller or from Blender.
 //! * `object.move`: ~21 us in-process, ~24 us with JSON, 37-39 us through the transport (it was
 //!   41-42), 43-45 us through the pipeline.
@@ -84,11 +84,12 @@
 //!   Since 2026-11-24 (after these runs) that holds only while no agent code that may write has
 //!   run in the kernel's process: what such code leaves on a module runs when later code reads
 //!   it. The bench fills its scenes with agent code, so its next runs time this call with a
-//!   rollback point. Code that writes, and any code after it, saves a rollback point and takes
-//!   the lock's inventories: ~18 ms at 1,000 objects, in-process. Through the pipeline 0.18-0.23 ms, 1.02-1.36x the transport (last
-//!   three runs; it was 0.38-0.60 ms): the bridge's code gate parses on a stack segment of the caller's
-//!   thread, where handing each parse to a thread of its own and back cost 130-170 us beside a
-//!   kernel answering agent code (thread wake-ups on a busy 2-vCPU VM), 10x the parse.
+//!   rollback point. Code that writes, and any code after it, saves a rollback point and takes the
+//!   lock's inventories: ~18 ms at 1,000 objects, in-process. Through the pipeline 0.18-0.23 ms,
+//!   1.02-1.36x the transport (last three runs; it was 0.38-0.60 ms): the bridge's code gate parses
+//!   on a stack segment of the caller's thread, where handing each parse to a thread of its own and
+//!   back cost 130-170 us beside a kernel answering agent code (thread wake-ups on a busy 2-vCPU
+//!   VM), 10x the parse.
 //! * `transaction.begin` + `rollback` saves a copy and reopens it: it grows with the scene.
 
 use std::path::{Path, PathBuf};

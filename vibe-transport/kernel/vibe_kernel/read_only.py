@@ -34,8 +34,9 @@ def reads_only(tree):
     scene's fingerprint). Such code runs without a rollback point and without the actuator
     lock's inventories (agent_code.python_exec): there is nothing to take back. The proof is
     about the code's own text: an object that earlier agent code left behind runs its own code
-    when read, so agent_code uses it only while no code that may write has run. A filter of the same kind as the gate, conservative by construction: anything it
-    cannot tell is treated as code that may write."""
+    when read, so agent_code uses it only while no code that may write has run. A filter of the
+    same kind as the gate, conservative by construction: anything it cannot tell is treated as
+    code that may write."""
     if confine.GATE_OFF:
         return False
     for node in ast.walk(tree):
