@@ -21,7 +21,7 @@ use vibe_exec::code::policy::{
 use vibe_exec::code::{Verdict, check, check_on_stack, parse_stack};
 
 /// (escape attempt, the rule that must catch it)
-const ESCAPES: [(&str, &str); 49] = [
+const ESCAPES: [(&str, &str); 51] = [
     ("import os\nos.system('rm -rf ~')", "import_not_allowed"),
     (
         "import subprocess\nsubprocess.run(['sh'])",
@@ -125,6 +125,15 @@ const ESCAPES: [(&str, &str); 49] = [
     ),
     (
         "import bpy\nw = bpy.ops.wm\nw.quit_blender()",
+        "operator_denied",
+    ),
+    // The catch-all groups through an alias: the chain resolves to bpy.ops.wm.append.
+    (
+        "import bpy\no = bpy.ops\no.wm.append(filename='x')",
+        "operator_denied",
+    ),
+    (
+        "import bpy\nw = bpy.ops.wm\nw.link(filename='x')",
         "operator_denied",
     ),
     (

@@ -475,23 +475,42 @@ impl Checker<'_> {
             Expr::Name(name) => vec![normalize(name.id.as_str())],
             _ => Vec::new(),
         };
+        // The same chain through the bindings (`o = bpy.ops; o.wm.append` is bpy.ops.wm.append).
+        let mut resolved = match base {
+            Expr::Name(name) => self
+                .bindings
+                .get(&normalize(name.id.as_str()))
+                .filter(|bound| bound.len() + links.len() <= MAX_BINDING_PATH)
+                .cloned(),
+            _ => None,
+        };
         let mut operator_flagged = false;
         for link in links {
             let name = normalize(link.attr.as_str());
             let at = link.attr.start();
             path.push(name.clone());
+            if let Some(resolved) = resolved.as_mut() {
+                resolved.push(name.clone());
+            }
             let named = identifier_rule(&name, Use::Attribute);
             // The chain as an operator call first (`bpy.ops.wm.save_mainfile` is refused as
             // one), unless only an alias reaches it and the name has a rule of its own.
-            let through_ops = path.iter().any(|p| p == "ops");
+            let operator = |chain: &Vec<String>| {
+                let through_ops = chain.iter().any(|p| p == "ops");
+                (through_ops || named.is_none()).then(|| operator_rule(chain))?
+            };
+            let refused = operator(&path).map(|rule| (rule, &path)).or_else(|| {
+                resolved
+                    .as_ref()
+                    .and_then(|r| operator(r).map(|rule| (rule, r)))
+            });
             if !operator_flagged
                 && base.is_name_expr()
-                && (through_ops || named.is_none())
-                && let Some(rule) = operator_rule(&path)
+                && let Some((rule, chain)) = refused
             {
                 let detail = format!(
                     "{} touches files, quits, loads or evaluates code",
-                    path.join(".")
+                    chain.join(".")
                 );
                 self.flag(rule, detail, at);
                 operator_flagged = true;

@@ -313,11 +313,12 @@ class _Checker:
             found = identifier_rule(name, ATTRIBUTE)
             if found is not None:
                 raise GateViolation(found[0], "attribute .%s: %s" % (name, found[1]), node)
-        path = dotted(node)
-        if path is not None and operator_rule(path):
-            raise GateViolation("operator_denied", "%s touches files, quits, loads or evaluates code (the "
-                                "wm.context_* and wm.properties_* operators run data paths as Python)"
-                                % ".".join(path), node)
+        # The chain as written and through the bindings (`o = bpy.ops; o.wm.append`).
+        for path in (dotted(node), self.resolve(node)):
+            if path is not None and operator_rule(path):
+                raise GateViolation("operator_denied", "%s touches files, quits, loads or evaluates code (the "
+                                    "wm.context_* and wm.properties_* operators run data paths as Python)"
+                                    % ".".join(path), node)
 
     def visit_Call(self, node, parent, in_annotation):
         func = node.func
