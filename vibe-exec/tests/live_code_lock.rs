@@ -64,10 +64,12 @@ const DELETIONS: [(&str, &str); 11] = [
 ];
 
 /// Agent code that disarms every check it can reach in its own process first: the kernel's
-/// in-kernel lock, its code gate, the rollback of failed calls.
+/// in-kernel lock, its code gate, its check of handlers and classes, the rollback of failed
+/// calls.
 const DISARM: &str = "import sys\nlock = sys.modules['vibe_kernel.lock']\nlock.violations = lambda *a, **k: []\n\
 lock.part_violations = lambda *a, **k: []\nlock.block_violations = lambda *a, **k: []\n\
-codeexec = sys.modules['vibe_kernel.codeexec']\ncodeexec.check = lambda tree: None\n";
+codeexec = sys.modules['vibe_kernel.codeexec']\ncodeexec.check = lambda tree: None\n\
+kernel_state = sys.modules['vibe_kernel.kernel_state']\nkernel_state.Watch.changes = lambda *a, **k: []\n";
 
 struct Live {
     pipeline: Pipeline,

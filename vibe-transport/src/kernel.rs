@@ -128,7 +128,7 @@ pub fn kernel_registry_json(registry: &vibe_contract::ToolRegistry) -> String {
 }
 
 /// The kernel's files, by path relative to the kernel folder.
-pub const KERNEL_FILES: [(&str, &str); 36] = [
+pub const KERNEL_FILES: [(&str, &str); 38] = [
     ("run_kernel.py", include_str!("../kernel/run_kernel.py")),
     (
         "vibe_kernel/__init__.py",
@@ -269,6 +269,14 @@ pub const KERNEL_FILES: [(&str, &str); 36] = [
     (
         "vibe_kernel/import_guard.py",
         include_str!("../kernel/vibe_kernel/import_guard.py"),
+    ),
+    (
+        "vibe_kernel/module_views.py",
+        include_str!("../kernel/vibe_kernel/module_views.py"),
+    ),
+    (
+        "vibe_kernel/kernel_state.py",
+        include_str!("../kernel/vibe_kernel/kernel_state.py"),
     ),
 ];
 

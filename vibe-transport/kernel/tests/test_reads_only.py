@@ -102,13 +102,17 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
             self.assertEqual(snapshot.fingerprint(), before, code)
 
     def test_objects_left_by_earlier_code_never_run_under_the_proof(self):
-        # Code that writes stashes a lazy map on a module (the gate cannot tell the target of
-        # `[bpy][0].hook`); later code that only reads runs it by iterating it. Without the
-        # rollback point the Cube stayed deleted after a failed call answered "rolled back",
-        # and a call that succeeded deleted the person's Cube past the actuator lock.
-        stash = ("import bpy\nm = [bpy][0]\n"
-                 "m.vibe_test_hook = map(bpy.data.objects.remove, [bpy.data.objects['Cube']])")
-        trigger = "import bpy\nprint(len(list(bpy.vibe_test_hook)))"
+        # Code that writes stashes a lazy map in a container a module shares (a module itself
+        # is a view made per run, see module_views.py; this dict is json's own); later code
+        # that only reads runs it by iterating it. Without the rollback point the Cube stayed
+        # deleted after a failed call answered "rolled back", and a call that succeeded deleted
+        # the person's Cube past the actuator lock.
+        import json.decoder
+
+        self.addCleanup(json.decoder.BACKSLASH.pop, "vibe_test_hook", None)
+        stash = ("import bpy, json\njson.decoder.BACKSLASH['vibe_test_hook'] = "
+                 "map(bpy.data.objects.remove, [bpy.data.objects['Cube']])")
+        trigger = "import json\nprint(len(list(json.decoder.BACKSLASH['vibe_test_hook'])))"
         self.assertTrue(self.classified(trigger))
         self.assertTrue(self.classified(trigger + "\nraise RuntimeError"))
         self.ok("python.exec", code=stash)

@@ -59,9 +59,18 @@ def python_exec(k, params):
     k.state.identity.clear()
     WRITING_CODE_RAN = True  # before it runs: a run that fails may have stashed objects too
     try:
-        stdout, truncated = codeexec.run(code, deadline_s, tree)
+        stdout, truncated = codeexec.run(code, deadline_s, tree, watch=True)
     except code_gate.GateViolation as v:
         raise gate_refusal(v)
+    except codeexec.KernelStateChanged as changed:
+        rolled_back = restore()
+        k.state.log_console("python.exec", "kernel state: " + str(changed))
+        raise Refusal("contract_violation",
+                      "agent code changed the kernel's own state (%s): put back; %s" % (
+                          changed, "the call was rolled back" if rolled_back else
+                          "taking the call back failed: its changes to the scene are still there"),
+                      reason="security_block", rule="kernel_state", changed=changed.changed,
+                      rolled_back=rolled_back)
     except deadline.Interrupted as interrupted:
         raise interrupted_refusal(interrupted, deadline_s, restore())
     except codeexec.AgentError as failure:

@@ -15,12 +15,14 @@ import io
 import sys
 import threading
 import traceback
+import types
 
-from . import confine
+from . import confine, kernel_state
 from .code_gate import check, compile_checked, parse
-from .code_policy import IMPORT_ALLOWLIST, norm
+from .code_policy import IMPORT, IMPORT_ALLOWLIST, identifier_rule, norm
 from .deadline import Deadline, Interrupted
 from .envelope import escape_surrogates
+from .module_views import Views, fields_view, is_struct_sequence
 
 SAFE_BUILTINS = ["abs", "all", "any", "bool", "bytes", "callable", "chr", "dict", "divmod", "enumerate", "filter",
                  "float", "format", "frozenset", "hash", "hex", "int", "isinstance", "issubclass", "iter", "len",
@@ -68,16 +70,27 @@ class AgentError(Exception):
         self.message = message
 
 
-def restricted_import(name, globals=None, locals=None, fromlist=(), level=0):
-    parts = norm(name).split(".")
-    if level or parts[0] not in IMPORT_ALLOWLIST or any(p.startswith("_") for p in parts):
-        raise ImportError("import of %r is not allowed" % name)
-    return builtins.__import__(name, globals, locals, fromlist, level)
+def restricted_import(views):
+    """The agent's __import__: allowed modules only, each as this run's view of it
+    (module_views.py), never the module the kernel shares."""
+
+    def restricted(name, globals=None, locals=None, fromlist=(), level=0):
+        parts = norm(name).split(".")
+        names = [norm(n) for n in fromlist or () if n != "*"]
+        if (level or parts[0] not in IMPORT_ALLOWLIST or any(p.startswith("_") for p in parts)
+                or any(identifier_rule(p, IMPORT) is not None for p in parts[1:] + names)):
+            raise ImportError("import of %r is not allowed" % name)
+        module = builtins.__import__(name, globals, locals, fromlist, level)
+        if isinstance(module, types.ModuleType):
+            return views.of(module)
+        return fields_view(module) if is_struct_sequence(module) else module
+
+    return restricted
 
 
-def safe_builtins():
+def safe_builtins(views):
     table = {name: getattr(builtins, name) for name in SAFE_BUILTINS if hasattr(builtins, name)}
-    table["__import__"] = restricted_import
+    table["__import__"] = restricted_import(views)
     return table
 
 
@@ -112,10 +125,19 @@ def describe(exc):
         return "%s (its message could not be shown)" % type(exc).__name__
 
 
-def run(code, deadline_s, tree=None):
+class KernelStateChanged(Exception):
+    """The run changed what agent code must leave alone (kernel_state.py); it is put back."""
+
+    def __init__(self, changed):
+        super().__init__(", ".join(changed))
+        self.changed = changed
+
+
+def run(code, deadline_s, tree=None, watch=False):
     """Checks and runs `code` (or its `tree`, parsed already); returns (stdout, truncated).
-    Raises SyntaxError, GateViolation, Interrupted (the deadline passed, even when the code
-    caught the interrupt), or AgentError (whatever the code raised, as text)."""
+    Raises SyntaxError, GateViolation, KernelStateChanged (with `watch`: the run changed
+    handlers or shared classes, put back now), Interrupted (the deadline passed, even when the
+    code caught the interrupt), or AgentError (whatever the code raised, as text)."""
     if tree is None:
         tree = parse(code)
     # In a jail, tests switch the gate off to show the jail holds without it (see confine.py).
@@ -123,7 +145,9 @@ def run(code, deadline_s, tree=None):
     suspends = True if ungated else check(tree).suspends
     compiled = compile_checked(tree)
     out = CappedOutput()
-    scope = {"__builtins__": builtins.__dict__ if ungated else safe_builtins(), "__name__": "__agent__"}
+    views = Views()
+    watched = kernel_state.Watch() if watch else None
+    scope = {"__builtins__": builtins.__dict__ if ungated else safe_builtins(views), "__name__": "__agent__"}
     global RUNNING
     deadline = Deadline(deadline_s)
     with RUN_LOCK:
@@ -134,6 +158,8 @@ def run(code, deadline_s, tree=None):
     saved_stdout = sys.stdout
     try:
         sys.stdout = out
+        if watched is not None:
+            watched.hook()
         deadline.start()
         try:
             exec(compiled, scope)  # noqa: S102 - the gate above is the point of this module
@@ -170,8 +196,13 @@ def run(code, deadline_s, tree=None):
             except Interrupted:
                 deadline.settle()
         deadline.finish()
+        if watched is not None:
+            watched.unhook()
         sys.stdout = saved_stdout
         RUNNING = None
+    changed = watched.changes(views) if watched is not None else []
+    if changed:
+        raise KernelStateChanged(changed)
     if deadline.fired:
         interrupted = Interrupted()
         interrupted.cancelled = deadline.cancelled

@@ -1,0 +1,149 @@
+"""What agent code's imports give it (module_views.py) and what it must leave as it found it
+(kernel_state.py), run inside a real Blender like test_kernel.py:
+
+    python -m unittest discover -s vibe-transport/kernel/tests      (a Python with bpy)
+    blender -b --factory-startup --python-exit-code 1 --python vibe-transport/kernel/tests/run_in_blender.py
+
+Each attack here passed the code gate (a filter) before these checks existed and changed the
+kernel's own modules, classes or handlers for the calls after it.
+"""
+
+import json
+import math
+import os
+import re
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bpy  # noqa: E402
+
+from vibe_kernel import confine, module_views  # noqa: E402
+from vibe_kernel.wire import Kernel  # noqa: E402
+
+
+def fingerprint():
+    return sorted((o.name, tuple(round(v, 6) for v in o.location)) for o in bpy.data.objects)
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        bpy.ops.wm.read_factory_settings(use_empty=False)
+        self.k = Kernel()
+        self.k.state.features.add("code_exec")
+        self.k.state.configure({"session_id": "s", "capabilities": ["scene.read", "scene.write", "code_exec"]})
+        self.k.call_deadline_ms = 5000
+
+    def exec(self, code):
+        return self.k.call("python.exec", {"code": code})
+
+    def ran(self, code):
+        answer = self.exec(code)
+        self.assertTrue(answer["ok"], "%r: %r" % (code, answer))
+        return answer["result"]["stdout"]
+
+    def refused_kernel_state(self, code):
+        answer = self.exec(code)
+        self.assertFalse(answer["ok"], "%r ran: %r" % (code, answer))
+        error = answer["error"]
+        self.assertEqual((error["code"], error["details"].get("reason"), error["details"].get("rule")),
+                         ("contract_violation", "security_block", "kernel_state"), error)
+        self.assertTrue(error["details"]["rolled_back"], error)
+        return error
+
+
+class ModuleViewTest(Base):
+    def test_storing_on_a_module_reached_through_a_list_changes_only_the_runs_view(self):
+        isfinite, findall, abspath = math.isfinite, re.findall, bpy.path.abspath
+        self.assertEqual(self.ran("import math\nm = [math][0]\nm.isfinite = print\nprint(math.isfinite is print)"),
+                         "True\n")
+        self.ran("import re\n[re][0].findall = lambda *a, **k: []")
+        self.ran("import bpy\n[bpy.path][0].abspath = print")
+        self.assertIs(math.isfinite, isfinite)
+        self.assertIs(re.findall, findall)
+        self.assertIs(bpy.path.abspath, abspath)
+        # The next run's view is fresh, and the gate's own use of re still refuses a dunder string.
+        self.assertEqual(self.ran("import math\nprint(math.isfinite(1.0))"), "True\n")
+        refused = self.exec("x = '__globals__'")
+        self.assertEqual(refused["error"]["details"].get("rule"), "dunder_string", refused)
+
+    def test_bpy_app_has_its_fields_by_name_but_no_iteration_or_indexing(self):
+        version = ".".join(str(v) for v in bpy.app.version[:2])
+        self.assertEqual(self.ran("import bpy\nprint('%d.%d' % bpy.app.version[:2])"), version + "\n")
+        self.assertEqual(self.ran("from bpy import app\nprint(app.version_string[:3])"), bpy.app.version_string[:3]
+                         + "\n")
+        for code in ("import bpy\nlist(bpy.app)", "import bpy\nbpy.app[0]", "import bpy\na, *rest = bpy.app",
+                     "import bpy\nfor x in [bpy.app]:\n    list(x)"):
+            with self.subTest(code=code):
+                answer = self.exec(code)
+                self.assertEqual(answer["error"]["code"], "execution_failed", answer)
+                self.assertIn("TypeError", answer["error"]["message"])
+
+    def test_a_view_holds_nothing_the_attribute_rules_refuse(self):
+        # The names are refused as text too: the views themselves are looked at here.
+        import random
+        import typing
+
+        views = module_views.Views()
+        listed = set(dir(views.of(bpy).app))
+        for module in (bpy, random, json, typing):
+            listed |= set(vars(views.of(module)))
+        for name in ("handlers", "timers", "driver_namespace", "msgbus", "types", "_os", "codecs", "sys",
+                     "__builtins__", "__file__"):
+            self.assertNotIn(name, listed)
+        self.assertTrue({"version", "randint", "dumps", "data", "ops", "path"} <= listed, listed)
+        self.assertIs(views.of(bpy).path, views.of(bpy.path))
+        self.assertEqual(self.ran("from math import *\nprint(round(pi, 2), floor(2.5))"), "3.14 2\n")
+        self.assertEqual(self.ran("import mathutils.noise as n\nimport bmesh\nprint(callable(n.random), "
+                                  "callable(bmesh.new))"), "True True\n")
+        self.assertEqual(self.ran("import bpy\nbpy.ops.mesh.primitive_cube_add()\nprint(len(bpy.data.objects))"),
+                         "4\n")
+
+
+class KernelStateTest(Base):
+    def test_a_patched_class_of_an_allowed_module_is_put_back_and_refused(self):
+        encode = json.JSONEncoder.encode
+        before = fingerprint()
+        error = self.refused_kernel_state("import bpy, json\nbpy.data.objects['Cube'].location.x = 7\n"
+                                          "[json.JSONEncoder][0].encode = lambda self, o: 'forged'")
+        self.assertEqual(error["details"]["changed"], ["JSONEncoder.encode"])
+        self.assertIs(json.JSONEncoder.encode, encode)
+        self.assertEqual(json.dumps({"a": 1}), '{"a": 1}')
+        self.assertEqual(fingerprint(), before)
+
+    def test_a_patched_bpy_class_is_put_back_and_refused(self):
+        copy = bpy.types.Context.copy
+        error = self.refused_kernel_state("import bpy\nt = type(bpy.context)\nt.copy = lambda self: {}")
+        self.assertEqual(error["details"]["changed"], ["Context.copy"])
+        self.assertIs(bpy.types.Context.copy, copy)
+        # A class of bpy's Python metaclass (menus, panels, operators): the metaclass hook sees it.
+        error = self.refused_kernel_state("import bpy\nm = type(bpy.context).mro()[1].bl_rna_get_subclass_py('Menu')\n"
+                                          "m.poll = lambda cls, context: False\nm.extra = 1")
+        self.assertEqual(error["details"]["changed"], ["Menu.extra", "Menu.poll"])
+        self.assertNotIn("extra", vars(bpy.types.Menu))
+        self.assertNotIn("poll", vars(bpy.types.Menu))
+
+    def test_handlers_left_by_code_are_taken_off_before_the_rollback_reload(self):
+        # With the gate off (as the jail's tests run it) nothing refuses the names: the check at
+        # run time alone must hold. load_post would fire inside the rollback's reload.
+        confine.GATE_OFF = True
+        try:
+            lengths = [(name, len(getattr(bpy.app.handlers, name))) for name in ("frame_change_pre", "load_post")]
+            before = fingerprint()
+            code = ("import bpy\ndef moved(*args):\n    bpy.data.objects['Cube'].location.x = 42\n"
+                    "bpy.app.handlers.frame_change_pre.append(moved)\nbpy.app.handlers.load_post.append(moved)\n")
+            error = self.refused_kernel_state(code)
+            self.assertEqual(error["details"]["changed"],
+                             ["bpy.app.handlers.frame_change_pre", "bpy.app.handlers.load_post"])
+            error = self.refused_kernel_state(code + "raise RuntimeError('and fail')")
+            self.assertEqual([(name, len(getattr(bpy.app.handlers, name))) for name in ("frame_change_pre",
+                                                                                      "load_post")], lengths)
+            bpy.context.scene.frame_set(5)
+            self.assertEqual(fingerprint(), before)
+        finally:
+            confine.GATE_OFF = False
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,103 @@
+"""What `import` gives agent code: a view of the module made for its run, never the module the
+kernel shares.
+
+A view is a fresh module object holding those of the module's attributes that pass the gate's
+attribute rules (code_policy.identifier_rule): denied names (handlers, timers, register_class,
+...), private names and modules re-exported from off the allowlist are not in it, so no spelling
+of the code reaches them through a module (the gate refuses the names as text; the view does not
+have them at all). Submodules of allowed packages are views too, and a struct sequence such as
+`bpy.app`, whose iteration yields its fields without naming them (the handlers, the timers, the
+driver namespace), is a fields view: its allowed fields by name, no iteration, no indexing.
+
+Storing on a view (`[math][0].isfinite = spy`, `m = bpy.path; m.abspath = f`) changes that view
+alone: the kernel's modules and the next run's views keep theirs. Views are made per run, so
+nothing stored on them outlives the call. A module's own functions keep using the module itself
+(their globals), so what a view leaves out never breaks them.
+
+Views cover modules and struct sequences. The objects their attributes lead to are the kernel's
+own: the classes of an allowed module (json.JSONEncoder) and bpy's classes (through `type(x)`)
+are shared; kernel_state.py checks after each run that their Python-level attributes are what
+they were.
+"""
+
+import functools
+import types
+
+from .code_policy import ATTRIBUTE, IMPORT_ALLOWLIST, identifier_rule
+
+# The special names a view keeps: what the import system, `from m import *` and the module
+# attribute protocol (bpy.ops resolves its operator groups through a module __getattr__) read.
+# Py_TPFLAGS_IMMUTABLETYPE: built-in and extension types whose attributes cannot be set.
+IMMUTABLE_TYPE = 1 << 8
+KEPT_SPECIAL = ("__name__", "__doc__", "__package__", "__all__", "__getattr__", "__dir__")
+
+
+@functools.lru_cache(maxsize=8192)  # module attribute names: a bounded set, each judged once
+def allowed(name):
+    return identifier_rule(name, ATTRIBUTE) is None
+
+
+def is_struct_sequence(value):
+    return isinstance(value, tuple) and hasattr(type(value), "n_fields")
+
+
+def fields_view(value):
+    """A struct sequence's allowed fields by name; no iteration, no indexing, no stores."""
+
+    class FieldsView:
+        __slots__ = ()
+
+        def __getattr__(self, name):
+            if not allowed(name):
+                raise AttributeError("%s is not available to agent code" % name)
+            return getattr(value, name)
+
+        def __dir__(self):
+            return [name for name in dir(value) if allowed(name)]
+
+        def __repr__(self):
+            return "<view of %s>" % type(value).__name__
+
+    FieldsView.__name__ = FieldsView.__qualname__ = type(value).__name__
+    return FieldsView()
+
+
+class Views:
+    """The views one run's imports make, each module's made once (its submodules included)."""
+
+    def __init__(self):
+        self.made = {}  # id(module) -> (module, its view): the module kept alive while in use
+        # id(class) -> (class, its attributes when the view was made, before the code had it):
+        # the classes of the modules the code imported that Python lets it change.
+        self.classes = {}
+
+    def of(self, module):
+        """The view of an allowed module: made on first use, with those of its submodules."""
+        known = self.made.get(id(module))
+        if known is not None:
+            return known[1]
+        view = types.ModuleType(module.__name__)
+        self.made[id(module)] = (module, view)
+        pending = [(module, view)]
+        while pending:  # a package's submodules refer to each other: a work list, no recursion
+            source, target = pending.pop()
+            for name, value in list(vars(source).items()):
+                if name.startswith("__") and name not in KEPT_SPECIAL:
+                    continue
+                if name not in KEPT_SPECIAL and not allowed(name):
+                    continue
+                if isinstance(value, types.ModuleType):
+                    if str(getattr(value, "__name__", "")).split(".")[0] not in IMPORT_ALLOWLIST:
+                        continue  # a module re-exported from off the allowlist (statistics.numbers)
+                    known = self.made.get(id(value))
+                    if known is None:
+                        known = (value, types.ModuleType(value.__name__))
+                        self.made[id(value)] = known
+                        pending.append(known)
+                    value = known[1]
+                elif is_struct_sequence(value):
+                    value = fields_view(value)
+                elif isinstance(value, type) and not value.__flags__ & IMMUTABLE_TYPE:
+                    self.classes.setdefault(id(value), (value, dict(vars(value))))
+                setattr(target, name, value)
+        return view
