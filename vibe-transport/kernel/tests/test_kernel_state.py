@@ -54,17 +54,23 @@ class Base(unittest.TestCase):
 
 
 class ModuleViewTest(Base):
-    def test_storing_on_a_module_reached_through_a_list_changes_only_the_runs_view(self):
-        isfinite, findall, abspath = math.isfinite, re.findall, bpy.path.abspath
-        self.assertEqual(self.ran("import math\nm = [math][0]\nm.isfinite = print\nprint(math.isfinite is print)"),
-                         "True\n")
-        self.ran("import re\n[re][0].findall = lambda *a, **k: []")
-        self.ran("import bpy\n[bpy.path][0].abspath = print")
+    def test_a_module_reached_through_a_list_is_read_only(self):
+        isfinite, findall, abspath, encoder = math.isfinite, re.findall, bpy.path.abspath, json.encoder
+        for code in ("import math\nm = [math][0]\nm.isfinite = print",
+                     "import re\n[re][0].findall = lambda *a, **k: []",
+                     "import bpy\n[bpy.path][0].abspath = print",
+                     # A name deleted from a view would make the import fall back to sys.modules.
+                     "import json\nm = [json][0]\ndel m.encoder\nfrom json import encoder\n"
+                     "[encoder][0].encode_basestring_ascii = print"):
+            with self.subTest(code=code):
+                answer = self.exec(code)
+                self.assertEqual(answer["error"]["code"], "execution_failed", answer)
+                self.assertIn("read-only", answer["error"]["message"])
         self.assertIs(math.isfinite, isfinite)
         self.assertIs(re.findall, findall)
         self.assertIs(bpy.path.abspath, abspath)
-        # The next run's view is fresh, and the gate's own use of re still refuses a dunder string.
-        self.assertEqual(self.ran("import math\nprint(math.isfinite(1.0))"), "True\n")
+        self.assertIs(json.encoder, encoder)
+        self.assertEqual(json.dumps({"name": "Cube"}), '{"name": "Cube"}')
         refused = self.exec("x = '__globals__'")
         self.assertEqual(refused["error"]["details"].get("rule"), "dunder_string", refused)
 
@@ -123,6 +129,56 @@ class KernelStateTest(Base):
         self.assertEqual(error["details"]["changed"], ["Menu.extra", "Menu.poll"])
         self.assertNotIn("extra", vars(bpy.types.Menu))
         self.assertNotIn("poll", vars(bpy.types.Menu))
+
+    def test_a_private_class_of_bpys_python_modules_is_put_back_and_refused(self):
+        # bpy.ops' operator class: a patched idname_py ran in the kernel's next save (the
+        # rollback point of the next call) and deleted the Cube before the lock looked.
+        before = fingerprint()
+        op_class = type(bpy.ops.mesh.primitive_cube_add)
+        code = ("import bpy\nt = type(bpy.ops.mesh.primitive_cube_add)\n"
+                "def spy(self, old=t.idname_py, bpy=bpy):\n    bpy.data.objects.remove(bpy.data.objects['Cube'])\n"
+                "    return old(self)\nt.idname_py = spy")
+        if op_class.__flags__ & (1 << 8):  # a C type from bpy 5.2 on: Python refuses the store itself
+            answer = self.exec(code)
+            self.assertEqual(answer["error"]["code"], "execution_failed", answer)
+            self.assertIn("immutable type", answer["error"]["message"])
+        else:
+            idname_py = vars(op_class)["idname_py"]
+            error = self.refused_kernel_state(code)
+            self.assertEqual(error["details"]["changed"], ["%s.idname_py" % op_class.__name__])
+            self.assertIs(vars(op_class)["idname_py"], idname_py)
+        self.assertEqual(self.ran("print(1)"), "1\n")
+        self.assertEqual(fingerprint(), before)
+
+    def test_draw_functions_added_to_a_menu_are_taken_off(self):
+        menu = bpy.types.VIEW3D_MT_mesh_add
+
+        def own(self, context):
+            pass
+
+        menu.append(own)  # extended already (by an add-on): append grows the list in place
+        self.addCleanup(menu.remove, own)
+        before = list(menu.draw._draw_funcs)
+        error = self.refused_kernel_state(
+            "import bpy\nS = type(bpy.context.scene).mro()[-2]\nm = S.bl_rna_get_subclass_py('VIEW3D_MT_mesh_add')\n"
+            "def spy(self, context):\n    pass\nm.append(spy)")
+        self.assertEqual(error["details"]["changed"], ["VIEW3D_MT_mesh_add.draw"])
+        self.assertEqual(menu.draw._draw_funcs, before)
+
+    def test_first_use_of_a_kind_and_the_codes_own_subclasses_are_not_changes(self):
+        # bpy makes a class with functions of its own on the first use of a node kind or a pose;
+        # the code's own subclass of a bpy type is its own.
+        self.assertEqual(self.ran(
+            "import bpy\nm = bpy.data.materials.new('M')\nm.use_nodes = True\n"
+            "n = m.node_tree.nodes.new('ShaderNodeWavelength')\nn.inputs[0].default_value = 500\n"
+            "print(n.bl_idname)"), "ShaderNodeWavelength\n")
+        self.assertEqual(self.ran(
+            "import bpy\na = bpy.data.armatures.new('A')\no = bpy.data.objects.new('Rig', a)\n"
+            "bpy.context.scene.collection.objects.link(o)\nbpy.context.view_layer.update()\n"
+            "print(len(o.pose.bones))"), "0\n")
+        self.assertEqual(self.ran(
+            "import bpy\nclass Helper(type(bpy.data.meshes[0])):\n    def area(self):\n        return 1\n"
+            "class K(type(bpy.context.scene.display)):\n    tag = 1\nprint(Helper.area(None), K.tag)"), "1 1\n")
 
     def test_handlers_left_by_code_are_taken_off_before_the_rollback_reload(self):
         # With the gate off (as the jail's tests run it) nothing refuses the names: the check at

@@ -21,7 +21,8 @@ Rules (every refusal names its rule and says why):
   module_attribute    (kernel) public names under which allowed modules re-export modules that
                       are not allowed: enum.bltns is builtins, datetime.sys is sys, json.codecs...
   attribute_denied    handlers, timers, drivers, key configurations, text blocks, preferences,
-                      auto-run and script loading.
+                      auto-run and script loading; any register_* / unregister* and any name
+                      containing `driver` (as the Rust gate).
   operator_denied     operators that touch files, quit, load code, start programs or evaluate
                       data-path strings (wm.context_*, wm.properties_*, ...), through any alias.
   file_writer         exporters, saves, image.save_render, libraries.write, unpack, mixdown,
@@ -155,7 +156,7 @@ def identifier_rule(name, use):
         return "builtin_denied", "not available to agent code"
     if use != NAME and name in MODULE_ATTRIBUTES:
         return "module_attribute", "a module off the import allowlist, re-exported by an allowed one"
-    if use != NAME and name in DENIED_ATTRIBUTES:
+    if use != NAME and (name in DENIED_ATTRIBUTES or name.startswith(("register_", "unregister")) or "driver" in name):
         return ("attribute_denied", "reaches handlers, timers, drivers, key maps, text blocks, preferences or "
                 "script loading")
     if use != NAME and (name in FILE_WRITERS or name.startswith(FILE_WRITER_PREFIXES) or "_export" in name):

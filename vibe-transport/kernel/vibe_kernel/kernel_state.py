@@ -4,26 +4,35 @@ after each run that may write (the read-only proof stores into nothing but its o
 - the handler lists of bpy.app.handlers: a function left there runs on the next frame change,
   load or save, outside the call's deadline, rollback and actuator lock (and a rollback's own
   reload fires load_post);
-- the Python-level attributes of shared classes: those of the modules the code imported (a
-  patched `json.JSONEncoder.encode` writes the kernel's next answers) and bpy's classes, which
-  the code reaches through `type(x)` (`Context.copy`, a panel's `draw`, `Mesh.from_pydata`).
+- the Python-level attributes of shared classes: those the modules of the allowed packages, of
+  bpy's Python side and of the kernel define or hold (a patched `json.JSONEncoder.encode` writes
+  the kernel's next answers; `type(bpy.ops.mesh.primitive_cube_add).idname_py` runs in the
+  kernel's next save), and bpy's classes, which the code reaches through `type(x)`
+  (`Context.copy`, a panel's `draw`, `Mesh.from_pydata`);
+- the draw-function lists of menus, panels and headers (`Menu.append(f)`: f runs on redraw).
 
 A change is put back before the scene is rolled back, and the call is refused (contract_violation,
 reason `security_block`, rule `kernel_state`, naming what changed). For bpy's classes whose
 metaclass is Python's (`_RNAMeta`: panels, menus, operators, most of bpy.types) a hook on that
 metaclass notes each store, put on only while agent code runs (Blender sets attributes on them
-itself when it unregisters at exit). The others (ID types, Context, property groups: ~120
-classes) are compared with a copy of their attributes made before the run; those bpy makes
-during the run (on the first `type(x)` of their kind) must hold nothing but special names and
-bl_rna. This is the boundary for these objects in a kernel that lives on after agent code (the
-GUI add-on, an unconfined kernel); a jailed kernel that ran agent code is retired anyway.
+itself when it unregisters at exit). The others are compared with a copy of their attributes
+made before the run (~1,000 classes; the check costs ~5 ms per writing run on bpy 5.0.1).
+Classes made during the run (by bpy on the first `type(x)` of their kind, or by the code) are
+not compared, nor is `bl_rna`, which bpy sets itself. This is the boundary for these objects
+in a kernel that lives on after agent code (the GUI add-on, an unconfined kernel); a jailed
+kernel that ran agent code is retired anyway.
 
 Not covered here: timers (Blender cannot list them; agent code reaches bpy.app.timers only
-through bpy.app, whose view leaves them out, see module_views.py), and classes reached neither
-through an imported module nor as bpy's (a private class of `typing` through `type(x)`).
+through bpy.app, whose view leaves them out, see module_views.py); classes not held by a
+module at its top level; data containers the modules share (json.decoder.BACKSLASH), which
+agent_code.WRITING_CODE_RAN answers for the read-only path.
 """
 
+import sys
+
 import bpy
+
+from .module_views import IMMUTABLE_TYPE
 
 MISSING = object()
 
@@ -50,21 +59,64 @@ def rna_metaclass():
     return type(bpy.types.Panel)
 
 
-def unhooked_classes():
-    """bpy's classes whose stores the hook does not see (their metaclass is neither the hooked
-    one nor one that keeps its __setattr__), walked from bpy_struct without recursion."""
+# Modules whose classes agent code can reach by `type(x)` of what they hand out: the allowed
+# packages (code_policy.IMPORT_ALLOWLIST), bpy's Python modules and the kernel's own.
+SHARED_MODULE_PREFIXES = ("bpy", "_bpy", "bl_", "bmesh", "addon_utils", "rna_", "nodeitems_", "gpu_extras",
+                          "keyingsets_", "vibe_kernel")
+# Names bpy itself sets on its classes when they are first used (bl_rna, lazily on 3.4).
+IGNORED = ("bl_rna",)
+_MODULE_CLASSES = {"modules": -1, "classes": []}
+
+
+def hooked(cls):
+    """Whether the hook sees stores to `cls`: its metaclass reaches the hooked one's
+    __setattr__ without one of its own on the way (bpy's property-group metaclass has one)."""
     meta = rna_metaclass()
-    found, seen, stack = [], set(), [bpy.types.bpy_struct]
+    for kind in type(cls).__mro__:
+        if kind is meta:
+            return True
+        if "__setattr__" in vars(kind) or "__delattr__" in vars(kind):
+            return False
+    return False
+
+
+def walk_bpy_classes():
+    """bpy's classes (from bpy_struct, without recursion): those whose stores the hook does not
+    see (their metaclass is not the hooked one), and the draw-function lists of menus, panels and
+    headers (`Menu.append(f)` grows one without storing on the class)."""
+    unhooked, draw_lists, seen, stack = [], [], set(), [bpy.types.bpy_struct]
     while stack:
         cls = stack.pop()
         if id(cls) in seen:
             continue
         seen.add(id(cls))
-        if type(cls) is not meta and not (issubclass(type(cls), meta)
-                                          and type(cls).__setattr__ is getattr(meta, "__setattr__", None)):
-            found.append(cls)
+        if cls.__module__ != "__agent__":  # the code's own subclasses are its own
+            if not hooked(cls):
+                unhooked.append(cls)
+            draw_funcs = getattr(vars(cls).get("draw"), "_draw_funcs", None)
+            if isinstance(draw_funcs, list):
+                draw_lists.append(("%s.draw" % cls.__name__, draw_funcs, list(draw_funcs)))
         stack.extend(type.__subclasses__(cls))
-    return found
+    return unhooked, draw_lists
+
+
+def module_classes():
+    """The classes the shared modules define or hold, that Python lets code change and the hook
+    does not see; listed again only when modules were imported since."""
+    if _MODULE_CLASSES["modules"] != len(sys.modules):
+        found, seen = [], set()
+        from .code_policy import IMPORT_ALLOWLIST
+
+        for name, module in list(sys.modules.items()):
+            if name.split(".")[0] not in IMPORT_ALLOWLIST and not name.startswith(SHARED_MODULE_PREFIXES):
+                continue
+            for value in list(getattr(module, "__dict__", {}).values()):
+                if (isinstance(value, type) and not value.__flags__ & IMMUTABLE_TYPE
+                        and id(value) not in seen and not hooked(value)):
+                    seen.add(id(value))
+                    found.append(value)
+        _MODULE_CLASSES.update(modules=len(sys.modules), classes=found)
+    return _MODULE_CLASSES["classes"]
 
 
 def handler_lists():
@@ -78,8 +130,12 @@ class Watch:
 
     def __init__(self):
         NOTED.clear()
-        self.handlers = [(name, items, list(items)) for name, items in handler_lists()]
-        self.classes = [(cls, dict(vars(cls))) for cls in unhooked_classes()]
+        unhooked, draw_lists = walk_bpy_classes()
+        self.lists = [("bpy.app.handlers.%s" % name, items, list(items)) for name, items in handler_lists()]
+        self.lists += draw_lists
+        classes = {id(cls): cls for cls in unhooked}
+        classes.update((id(cls), cls) for cls in module_classes())
+        self.classes = [(cls, dict(vars(cls))) for cls in classes.values()]
 
     def hook(self):
         """Notes stores to classes of bpy's Python metaclass until `unhook` (only while agent
@@ -99,27 +155,22 @@ class Watch:
         self.meta_had = ()
 
     def changes(self, views):
-        """Puts back and names what the run changed: handler lists, and attributes of the
-        unhooked bpy classes, of the hooked ones (NOTED) and of the views' classes."""
+        """Puts back and names what the run changed: the handler and draw-function lists, and
+        the attributes of the classes compared (those listed before the run and the views') or
+        noted by the hook. Classes bpy or the code made during the run are not compared."""
         changed = []
-        for name, items, before in self.handlers:
+        for name, items, before in self.lists:
             if len(items) != len(before) or any(a is not b for a, b in zip(items, before)):
                 items[:] = before
-                changed.append("bpy.app.handlers.%s" % name)
-        # Classes bpy made during the run (on the first `type(x)` of their kind) start with
-        # nothing of Python's own but special names and bl_rna: anything else the code put there.
-        had = {id(cls) for cls, _ in self.classes}
-        made = [(cls, {name: value for name, value in vars(cls).items() if name.startswith("__") or name == "bl_rna"})
-                for cls in unhooked_classes() if id(cls) not in had]
-        compared = list(self.classes) + made + list(views.classes.values())
-        for cls, before in compared:
+                changed.append(name)
+        for cls, before in self.classes + list(views.classes.values()):
             now = vars(cls)
             for name in set(now) | set(before):
-                if now.get(name, MISSING) is not before.get(name, MISSING):
+                if name not in IGNORED and now.get(name, MISSING) is not before.get(name, MISSING):
                     NOTED.setdefault((cls, name), before.get(name, MISSING))
         for (cls, name), value in list(NOTED.items()):
-            if vars(cls).get(name, MISSING) is value:
-                continue  # stored and put back by the code itself
+            if name in IGNORED or vars(cls).get(name, MISSING) is value:
+                continue  # bpy's own, or stored and put back by the code itself
             try:  # the class's own metaclass puts it back (bpy's unregisters a property it made)
                 if value is MISSING:
                     delattr(cls, name)

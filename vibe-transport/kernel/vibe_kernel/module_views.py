@@ -9,15 +9,16 @@ have them at all). Submodules of allowed packages are views too, and a struct se
 `bpy.app`, whose iteration yields its fields without naming them (the handlers, the timers, the
 driver namespace), is a fields view: its allowed fields by name, no iteration, no indexing.
 
-Storing on a view (`[math][0].isfinite = spy`, `m = bpy.path; m.abspath = f`) changes that view
-alone: the kernel's modules and the next run's views keep theirs. Views are made per run, so
-nothing stored on them outlives the call. A module's own functions keep using the module itself
+A view is read-only: storing on it or deleting from it (`[math][0].isfinite = spy`, `m =
+bpy.path; m.abspath = f`) raises AttributeError, and the kernel's modules keep theirs (a name
+deleted from a view would also make `from m import name` fall back to the kernel's own module in
+sys.modules). Views are made per run. A module's own functions keep using the module itself
 (their globals), so what a view leaves out never breaks them.
 
 Views cover modules and struct sequences. The objects their attributes lead to are the kernel's
-own: the classes of an allowed module (json.JSONEncoder) and bpy's classes (through `type(x)`)
-are shared; kernel_state.py checks after each run that their Python-level attributes are what
-they were.
+own: the classes of an allowed module (json.JSONEncoder), of bpy's Python modules (through
+`type(x)`) and bpy's classes are shared; kernel_state.py checks after each run that their
+Python-level attributes are what they were.
 """
 
 import functools
@@ -62,6 +63,17 @@ def fields_view(value):
     return FieldsView()
 
 
+class ModuleView(types.ModuleType):
+    """A module as one run of agent code sees it: read-only. A name deleted from a view would
+    make `from m import name` fall back to sys.modules, the kernel's own module."""
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a module is read-only to agent code (it would patch it for the kernel too)")
+
+    def __delattr__(self, name):
+        raise AttributeError("a module is read-only to agent code (it would patch it for the kernel too)")
+
+
 class Views:
     """The views one run's imports make, each module's made once (its submodules included)."""
 
@@ -76,7 +88,7 @@ class Views:
         known = self.made.get(id(module))
         if known is not None:
             return known[1]
-        view = types.ModuleType(module.__name__)
+        view = ModuleView(module.__name__)
         self.made[id(module)] = (module, view)
         pending = [(module, view)]
         while pending:  # a package's submodules refer to each other: a work list, no recursion
@@ -91,7 +103,7 @@ class Views:
                         continue  # a module re-exported from off the allowlist (statistics.numbers)
                     known = self.made.get(id(value))
                     if known is None:
-                        known = (value, types.ModuleType(value.__name__))
+                        known = (value, ModuleView(value.__name__))
                         self.made[id(value)] = known
                         pending.append(known)
                     value = known[1]
@@ -99,5 +111,5 @@ class Views:
                     value = fields_view(value)
                 elif isinstance(value, type) and not value.__flags__ & IMMUTABLE_TYPE:
                     self.classes.setdefault(id(value), (value, dict(vars(value))))
-                setattr(target, name, value)
+                vars(target)[name] = value
         return view
