@@ -176,6 +176,10 @@ class KernelStateTest(Base):
             "import bpy\na = bpy.data.armatures.new('A')\no = bpy.data.objects.new('Rig', a)\n"
             "bpy.context.scene.collection.objects.link(o)\nbpy.context.view_layer.update()\n"
             "print(len(o.pose.bones))"), "0\n")
+        # The first isinstance against a runtime-checkable protocol makes its __annotations__.
+        self.assertEqual(self.ran("import typing\nprint(isinstance(1, typing.SupportsInt), "
+                                  "issubclass(int, typing.SupportsAbs), isinstance(1.0, typing.SupportsRound))"),
+                         "True True True\n")
         self.assertEqual(self.ran(
             "import bpy\nclass Helper(type(bpy.data.meshes[0])):\n    def area(self):\n        return 1\n"
             "class K(type(bpy.context.scene.display)):\n    tag = 1\nprint(Helper.area(None), K.tag)"), "1 1\n")

@@ -18,7 +18,8 @@ metaclass notes each store, put on only while agent code runs (Blender sets attr
 itself when it unregisters at exit). The others are compared with a copy of their attributes
 made before the run (~1,000 classes; the check costs ~5 ms per writing run on bpy 5.0.1).
 Classes made during the run (by bpy on the first `type(x)` of their kind, or by the code) are
-not compared, nor is `bl_rna`, which bpy sets itself. This is the boundary for these objects
+not compared, nor are `bl_rna`, which bpy sets itself, and special names, which agent code
+cannot spell (Python makes an empty `__annotations__` on the first read). This is the boundary for these objects
 in a kernel that lives on after agent code (the GUI add-on, an unconfined kernel); a jailed
 kernel that ran agent code is retired anyway.
 
@@ -63,8 +64,16 @@ def rna_metaclass():
 # packages (code_policy.IMPORT_ALLOWLIST), bpy's Python modules and the kernel's own.
 SHARED_MODULE_PREFIXES = ("bpy", "_bpy", "bl_", "bmesh", "addon_utils", "rna_", "nodeitems_", "gpu_extras",
                           "keyingsets_", "vibe_kernel")
-# Names bpy itself sets on its classes when they are first used (bl_rna, lazily on 3.4).
-IGNORED = ("bl_rna",)
+
+
+def ignored(name):
+    """Names libraries set on shared classes themselves and agent code cannot spell: bl_rna,
+    which bpy sets when a class is first used (lazily on 3.4), and special names (the gate
+    refuses them as attributes; Python makes an empty `__annotations__` on the first read, as
+    `isinstance(1, typing.SupportsInt)` does)."""
+    return name == "bl_rna" or (name.startswith("__") and name.endswith("__"))
+
+
 _MODULE_CLASSES = {"modules": -1, "classes": []}
 
 
@@ -166,10 +175,10 @@ class Watch:
         for cls, before in self.classes + list(views.classes.values()):
             now = vars(cls)
             for name in set(now) | set(before):
-                if name not in IGNORED and now.get(name, MISSING) is not before.get(name, MISSING):
+                if not ignored(name) and now.get(name, MISSING) is not before.get(name, MISSING):
                     NOTED.setdefault((cls, name), before.get(name, MISSING))
         for (cls, name), value in list(NOTED.items()):
-            if name in IGNORED or vars(cls).get(name, MISSING) is value:
+            if ignored(name) or vars(cls).get(name, MISSING) is value:
                 continue  # bpy's own, or stored and put back by the code itself
             try:  # the class's own metaclass puts it back (bpy's unregisters a property it made)
                 if value is MISSING:
