@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
+from kernel_case import KernelCalls  # noqa: E402
 from vibe_kernel import confine, module_views  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
 
@@ -27,7 +28,7 @@ def fingerprint():
     return sorted((o.name, tuple(round(v, 6) for v in o.location)) for o in bpy.data.objects)
 
 
-class Base(unittest.TestCase):
+class Base(KernelCalls, unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
         self.k = Kernel()
@@ -36,15 +37,13 @@ class Base(unittest.TestCase):
         self.k.call_deadline_ms = 5000
 
     def exec(self, code):
-        return self.k.call("python.exec", {"code": code})
+        return self.call("python.exec", code=code)
 
     def ran(self, code):
-        answer = self.exec(code)
-        self.assertTrue(answer["ok"], "%r: %r" % (code, answer))
-        return answer["result"]["stdout"]
+        return self.ok("python.exec", code=code)["stdout"]
 
     def refused_kernel_state(self, code):
-        answer = self.exec(code)
+        answer = self.exec(code)  # (KernelCalls.refused takes `code` for the error code)
         self.assertFalse(answer["ok"], "%r ran: %r" % (code, answer))
         error = answer["error"]
         self.assertEqual((error["code"], error["details"].get("reason"), error["details"].get("rule")),

@@ -67,8 +67,7 @@ def python_exec(k, params):
         k.state.log_console("python.exec", "kernel state: " + str(changed))
         raise Refusal("contract_violation",
                       "agent code changed the kernel's own state (%s): put back; %s" % (
-                          changed, "the call was rolled back" if rolled_back else
-                          "taking the call back failed: its changes to the scene are still there"),
+                          changed, taken_back(rolled_back, "its changes to the scene are still there")),
                       reason="security_block", rule="kernel_state", changed=changed.changed,
                       rolled_back=rolled_back)
     except deadline.Interrupted as interrupted:
@@ -89,8 +88,7 @@ def python_exec(k, params):
             k.state.log_console("python.exec", "actuator lock: " + lock.describe(broken))
             raise Refusal("contract_violation",
                           "actuator lock: agent code may not delete, rename or unlink data it did not create (%s); "
-                          "%s" % (lock.describe(broken), "the call was rolled back" if rolled_back else
-                                  "taking the call back failed: its changes are still there"),
+                          "%s" % (lock.describe(broken), taken_back(rolled_back, "its changes are still there")),
                           reason="actuator_lock", violations=broken, rolled_back=rolled_back)
         # No protected object was touched: everything else is the agent's (what it made, and its
         # own objects under the names it gave them). The other data-blocks it made are its too.
@@ -124,6 +122,11 @@ def read_only_run(k, tree, deadline_s):
     except codeexec.AgentError as failure:
         raise failed_refusal(k, failure.message, True)
     return exec_answer(stdout, truncated, [])
+
+
+def taken_back(rolled_back, otherwise):
+    """How a refusal ends: the call taken back, or what taking it back left."""
+    return "the call was rolled back" if rolled_back else "taking the call back failed: " + otherwise
 
 
 def gate_refusal(violation):

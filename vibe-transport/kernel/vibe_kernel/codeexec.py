@@ -77,7 +77,8 @@ def restricted_import(views):
     def restricted(name, globals=None, locals=None, fromlist=(), level=0):
         parts = norm(name).split(".")
         names = [norm(n) for n in fromlist or () if n != "*"]
-        if (level or parts[0] not in IMPORT_ALLOWLIST or any(p.startswith("_") for p in parts)
+        # Private names are among the rules (no allowed top-level module starts with `_`).
+        if (level or parts[0] not in IMPORT_ALLOWLIST
                 or any(identifier_rule(p, IMPORT) is not None for p in parts[1:] + names)):
             raise ImportError("import of %r is not allowed" % name)
         module = builtins.__import__(name, globals, locals, fromlist, level)

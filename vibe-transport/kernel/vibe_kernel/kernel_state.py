@@ -33,6 +33,7 @@ import sys
 
 import bpy
 
+from .code_policy import IMPORT_ALLOWLIST
 from .module_views import IMMUTABLE_TYPE
 
 MISSING = object()
@@ -114,8 +115,6 @@ def module_classes():
     does not see; listed again only when modules were imported since."""
     if _MODULE_CLASSES["modules"] != len(sys.modules):
         found, seen = [], set()
-        from .code_policy import IMPORT_ALLOWLIST
-
         for name, module in list(sys.modules.items()):
             if name.split(".")[0] not in IMPORT_ALLOWLIST and not name.startswith(SHARED_MODULE_PREFIXES):
                 continue
@@ -172,7 +171,9 @@ class Watch:
             if len(items) != len(before) or any(a is not b for a, b in zip(items, before)):
                 items[:] = before
                 changed.append(name)
-        for cls, before in self.classes + list(views.classes.values()):
+        compared = dict(views.classes)  # those of modules first imported by the run, and:
+        compared.update((id(cls), (cls, before)) for cls, before in self.classes)
+        for cls, before in compared.values():
             now = vars(cls)
             for name in set(now) | set(before):
                 if not ignored(name) and now.get(name, MISSING) is not before.get(name, MISSING):

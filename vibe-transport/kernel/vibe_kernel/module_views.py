@@ -26,10 +26,10 @@ import types
 
 from .code_policy import ATTRIBUTE, IMPORT_ALLOWLIST, identifier_rule
 
-# The special names a view keeps: what the import system, `from m import *` and the module
-# attribute protocol (bpy.ops resolves its operator groups through a module __getattr__) read.
 # Py_TPFLAGS_IMMUTABLETYPE: built-in and extension types whose attributes cannot be set.
 IMMUTABLE_TYPE = 1 << 8
+# The special names a view keeps: what the import system, `from m import *` and the module
+# attribute protocol (bpy.ops resolves its operator groups through a module __getattr__) read.
 KEPT_SPECIAL = ("__name__", "__doc__", "__package__", "__all__", "__getattr__", "__dir__")
 
 
