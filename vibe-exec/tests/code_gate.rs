@@ -657,6 +657,65 @@ const ISSUE_12_ESCAPES: &[(&str, &str)] = &[
         "import bpy\nbpy.ops.wm.url_open(url='http://x')",
         "operator_denied",
     ),
+    // Attribute paths as strings: what the attribute rules refuse by name, reached at run time
+    // (a key map item that runs `wm.context_set_value` on F9 in the GUI; a text marked as a
+    // module; a scripted driver).
+    (
+        "import bpy\nkcs = bpy.context.window_manager.path_resolve('key' + 'configs')",
+        "dynamic_attribute",
+    ),
+    (
+        "import bpy\nkcs = bpy.context.path_resolve('window_manager.keyconfigs')",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nbpy.data.path_resolve('texts').foreach_set('use_module', [True])",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nt = bpy.data.objects[0]\nt.foreach_set(name, [1])",
+        "dynamic_attribute",
+    ),
+    (
+        "import bpy\nd = bpy.context.object.path_resolve('animation_data.drivers')",
+        "attribute_denied",
+    ),
+    (
+        "import bpy\nresolve = bpy.context.object.path_resolve\nresolve('location')",
+        "dynamic_attribute",
+    ),
+    (
+        "import bpy\nbpy.context.object.path_resolve(*['texts'])",
+        "dynamic_attribute",
+    ),
+    (
+        "import bpy\nbpy.context.object.path_resolve(**{'path': 'texts'})",
+        "dynamic_attribute",
+    ),
+    (
+        "import bpy\nbpy.context.object.property_unset(f'{x}')",
+        "dynamic_attribute",
+    ),
+    (
+        "import bpy\nbpy.context.object.path_resolve('modifiers[\"a\"]._x')",
+        "private_access",
+    ),
+    // Operators named by a string: a key map item or a layout button runs them later.
+    (
+        "km.keymap_items.new('wm.context_set_value', 'F9', 'PRESS')",
+        "operator_denied",
+    ),
+    (
+        "items.new('WM_OT_context_toggle', 'F9', 'PRESS')",
+        "operator_denied",
+    ),
+    ("layout.operator('wm.append')", "operator_denied"),
+    ("layout.operator('script.reload')", "operator_denied"),
+    // `register` is an ABC's registry and the UI translations: both outlive the call.
+    (
+        "import collections\ncollections.abc.Mapping.register(list)",
+        "attribute_denied",
+    ),
 ];
 
 /// Code an agent writes for real work: every one must pass.
@@ -719,6 +778,10 @@ const BENIGN: &[&str] = &[
     "import re\nm = re.match(r'(\\w+)-(\\d+)', 'cube-12')\nprint(m.group(1), int(m.group(2)), re.sub('a', 'b', 'aaa'), re.compile('x'))",
     "_private_local = 1\nfor _ in range(2):\n    _private_local += 1",
     "match command.split():\n    case [action, obj]:\n        print(action, obj)\n    case _:\n        pass",
+    // Attribute paths and operator names as literals.
+    "import bpy\nobj = bpy.context.object\nloc = obj.path_resolve('location')\nz = obj.path_resolve(path='modifiers[\"Bevel\"].width')",
+    "import bpy\nme = bpy.context.object.data\nco = [0.0] * 3 * len(me.vertices)\nme.vertices.foreach_get('co', co)\nme.vertices.foreach_set('co', co)\nme.update()",
+    "import bpy\nprint(bpy.data.objects['Text.001'].name, 'mesh.primitive_cube_add', 'Text.txt', 'wm.x')",
 ];
 
 #[test]

@@ -65,14 +65,15 @@
 //! Identifiers are compared after NFKC normalization, as Python itself normalizes them, so
 //! `ｅｘｅｃ` is `exec` here too.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use ruff_python_ast::visitor::{
     Visitor, walk_annotation, walk_expr, walk_interpolated_string_element, walk_stmt,
 };
 use ruff_python_ast::{
-    Expr, ExprAttribute, ExprCall, ExprContext, InterpolatedStringElement, Stmt, StringLiteral,
+    Arguments, Expr, ExprAttribute, ExprCall, ExprContext, InterpolatedStringElement, Stmt,
+    StringLiteral,
 };
 use ruff_text_size::{Ranged, TextSize};
 use unicode_normalization::UnicodeNormalization;
@@ -80,8 +81,8 @@ use unicode_normalization::UnicodeNormalization;
 pub use super::policy::{DENIED_ATTRIBUTES, DENIED_NAMES, DENIED_OPERATORS, IMPORT_ALLOWLIST};
 use super::policy::{
     DUNDER_METHODS_ALLOWED, MAX_BINDING_PATH, MAX_SOURCE_BYTES, MAX_VIOLATIONS, PARSE_STACK_BASE,
-    PARSE_STACK_PER_BYTE, STAR_IMPORT_ALLOWLIST, Use, format_reaches_attributes, identifier_rule,
-    is_dunder, operator_rule, string_rule,
+    PARSE_STACK_PER_BYTE, STAR_IMPORT_ALLOWLIST, STRING_PATH_METHODS, Use,
+    format_reaches_attributes, identifier_rule, is_dunder, operator_rule, path_rule, string_rule,
 };
 use super::prescan::{Refusal, prescan};
 
@@ -278,6 +279,7 @@ fn parse_and_check(source: &str) -> Verdict {
         class_body: false,
         in_annotation: false,
         bindings: HashMap::new(),
+        paths_judged: HashSet::new(),
     };
     for stmt in &parsed.syntax().body {
         checker.visit_stmt(stmt);
@@ -353,6 +355,8 @@ struct Checker<'s> {
     in_annotation: bool,
     /// Names bound to a module or a plain attribute chain of one: name → dotted path.
     bindings: HashMap<String, Vec<String>>,
+    /// Where a [`STRING_PATH_METHODS`] name is called on the spot and its path was judged.
+    paths_judged: HashSet<TextSize>,
 }
 
 impl Checker<'_> {
@@ -532,9 +536,48 @@ impl Checker<'_> {
                 }
             } else if let Some((rule, why)) = named {
                 self.flag(rule, format!("attribute .{name}: {why}"), at);
+            } else if STRING_PATH_METHODS.contains(&&*name) && !self.paths_judged.contains(&at) {
+                let detail = format!(
+                    ".{name} looks attributes up by a run-time string: call it on the spot with \
+                     a literal path (x.{name}(\"location\"))"
+                );
+                self.flag("dynamic_attribute", detail, at);
             }
         }
         self.visit_expr(base);
+    }
+
+    /// `x.path_resolve("a.b")` and the like, called on the spot: the path must be one literal
+    /// whose every word passes the attribute rules. A path that is not one is left unjudged, and
+    /// the chain refuses the method as a run-time lookup.
+    fn judge_string_path(&mut self, method: &ExprAttribute, args: &Arguments) {
+        if args.args.iter().any(Expr::is_starred_expr)
+            || args.keywords.iter().any(|k| k.arg.is_none())
+        {
+            return;
+        }
+        let named = args.keywords.iter().filter(|k| {
+            k.arg
+                .as_ref()
+                .is_some_and(|a| ["path", "attr", "property"].contains(&a.as_str()))
+        });
+        let given: Vec<&Expr> = match args.args.first() {
+            Some(first) => vec![first],
+            None => named.map(|k| &k.value).collect(),
+        };
+        let [Expr::StringLiteral(literal)] = given.as_slice() else {
+            return;
+        };
+        let name = normalize(method.attr.as_str());
+        let path = normalize(literal.value.to_str());
+        self.paths_judged.insert(method.attr.start());
+        if let Some((rule, why)) = path_rule(&path) {
+            self.flag(
+                rule,
+                format!(".{name}({path:?}): {why}"),
+                method.attr.start(),
+            );
+        }
     }
 
     /// Calls with a rule of their own; `true` when the call was visited here.
@@ -569,6 +612,11 @@ impl Checker<'_> {
             let detail =
                 format!("{callee}(...) here copies attributes or builds a class by run-time names");
             self.flag("dynamic_attribute", detail, at);
+        }
+        if let Expr::Attribute(method) = &*call.func
+            && STRING_PATH_METHODS.contains(&&*normalize(method.attr.as_str()))
+        {
+            self.judge_string_path(method, args);
         }
         // `super().__init__(...)`: the one special attribute a class may reach.
         if let Expr::Attribute(attr) = &*call.func

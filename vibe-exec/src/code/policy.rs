@@ -109,7 +109,10 @@ pub const DENIED_NAMES: [&str; 15] = [
 /// blocks, drivers or the preferences (`attribute_denied`). Any attribute holding `driver`
 /// (`anim.driver_button_add`, `paste_driver_button`) or starting with `register_` or
 /// `unregister` (`bpy.utils.register_manual_map`) counts too: registrations outlive the call.
-pub const DENIED_ATTRIBUTES: [&str; 30] = [
+/// `register` itself is an ABC's registry (`collections.abc.Mapping.register(list)` changes what
+/// the kernel's own `isinstance` checks answer) and `bpy.app.translations.register`.
+pub const DENIED_ATTRIBUTES: [&str; 31] = [
+    "register",
     "handlers",
     "timers",
     "driver_namespace",
@@ -329,6 +332,17 @@ pub const OPERATOR_PREFIXES: [&str; 7] = [
 /// String literals that name something the policy forbids (a script node).
 pub const DENIED_STRINGS: [&str; 2] = ["ShaderNodeScript", "NodeScript"];
 
+/// RNA methods that take an attribute path or name as a string (`dynamic_attribute`):
+/// `bpy.data.path_resolve("te" + "xts")` reaches what the attribute rules refuse by name. Only
+/// a call on the spot with a literal path, every word of which passes the attribute rules
+/// ([`path_rule`]), is allowed.
+pub const STRING_PATH_METHODS: [&str; 4] = [
+    "path_resolve",
+    "foreach_get",
+    "foreach_set",
+    "property_unset",
+];
+
 /// Class-name infixes of Blender's registered classes (`WM_OT_context_set`, `VIEW3D_MT_add`):
 /// an operator class run directly evaluates its data paths, a menu or header appended to runs
 /// Python on every redraw after the call returned (`registered_class`).
@@ -482,6 +496,41 @@ pub fn operator_rule(path: &[String]) -> Option<&'static str> {
     (named || grouped).then_some("operator_denied")
 }
 
+/// The rule a literal path given to one of the [`STRING_PATH_METHODS`] breaks, or `None`: every
+/// identifier-like word in it is judged as an attribute, words inside brackets too (stricter than
+/// RNA's own path syntax, never looser). The detail names the word.
+pub fn path_rule(path: &str) -> Option<(&'static str, String)> {
+    path.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|word| word.chars().next().is_some_and(|c| !c.is_numeric()))
+        .find_map(|word| {
+            identifier_rule(word, Use::Attribute)
+                .map(|(rule, why)| (rule, format!("the path reaches {word}: {why}")))
+        })
+}
+
+/// An operator's name written as a string, `group.name` (lower case, as `bpy.ops` spells it:
+/// `Text.001` is an object's name) or `GROUP_OT_name`, as (group, name).
+fn operator_string(text: &str) -> Option<(String, &str)> {
+    let word = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+    if let Some((group, name)) = text.split_once('.') {
+        let lower_group = !group.is_empty()
+            && group
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        let starts = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_lowercase() || c == '_');
+        return (lower_group && starts && word(name)).then(|| (group.to_owned(), name));
+    }
+    let (group, name) = text.split_once("_OT_")?;
+    let upper_group = !group.is_empty()
+        && group
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    (upper_group && word(name)).then(|| (group.to_ascii_lowercase(), name))
+}
+
 /// The rule a string literal breaks, with what it explains, or `None`.
 pub fn string_rule(text: &str) -> Option<(&'static str, &'static str)> {
     if contains_dunder(text) {
@@ -496,6 +545,14 @@ pub fn string_rule(text: &str) -> Option<(&'static str, &'static str)> {
         || OPERATOR_NAMES.contains(&text)
     {
         Some(("operator_denied", "a string naming a refused operator"))
+    } else if let Some((group, name)) = operator_string(text)
+        && operator_rule(&["ops".into(), group, name.into()]).is_some()
+    {
+        Some((
+            "operator_denied",
+            "a string naming a refused operator (key map items, layouts and last-used settings \
+             take operators by name)",
+        ))
     } else {
         None
     }

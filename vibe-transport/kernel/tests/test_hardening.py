@@ -168,6 +168,22 @@ class GateTest(Base):
         ("builtin_denied", "getattr(1, 'real')"),
         ("dunder_string", "x = '__globals__'"),
         ("dunder_string", "x = b'__class__'"),
+        # attribute paths as strings reach what the attribute rules refuse by name
+        ("dynamic_attribute", "import bpy\nkcs = bpy.context.window_manager.path_resolve('key' + 'configs')"),
+        ("attribute_denied", "import bpy\nkcs = bpy.context.path_resolve('window_manager.keyconfigs')"),
+        ("attribute_denied", "import bpy\nbpy.data.path_resolve('texts').foreach_set('use_module', [True])"),
+        ("attribute_denied", "import bpy\nd = bpy.context.object.path_resolve('animation_data.drivers')"),
+        ("dynamic_attribute", "import bpy\nresolve = bpy.context.object.path_resolve\nresolve('location')"),
+        ("dynamic_attribute", "import bpy\nbpy.context.object.path_resolve(*['texts'])"),
+        ("dynamic_attribute", "import bpy\nbpy.context.object.path_resolve(**{'path': 'texts'})"),
+        ("dynamic_attribute", "import bpy\nn = 'use_module'\nbpy.context.object.property_unset(n)"),
+        ("private_access", "import bpy\nbpy.context.object.path_resolve('modifiers[\"a\"]._x')"),
+        # operators named by a string: a key map item or a layout button runs them later
+        ("operator_denied", "km = None\nkm.keymap_items.new('wm.context_set_value', 'F9', 'PRESS')"),
+        ("operator_denied", "x = 'WM_OT_context_toggle'"),
+        ("operator_denied", "x = 'script.reload'"),
+        # an ABC's registry and the UI translations outlive the call
+        ("attribute_denied", "import collections\ncollections.abc.Mapping.register(list)"),
     ]
 
     def test_each_rule_fires_with_a_sample_payload(self):
@@ -241,8 +257,12 @@ class GateTest(Base):
                 "cube = bpy.data.objects['Cube']\ncube.location = Vector((1, 2, 3)) * 2\n"
                 "names = [o.name for o in bpy.data.objects if o.type == 'MESH']\n"
                 "print('{} at {:.1f}'.format(names[0], cube.location.x), f'{cube.name}', floor(pi))\n"
-                "print('%(a)s' % {'a': 'pct'}, '{x}'.format_map({'x': 'map'}))\n")
-        self.assertEqual(self.ran(code), "Cube at 2.0 Cube 3\npct map\n")
+                "print('%(a)s' % {'a': 'pct'}, '{x}'.format_map({'x': 'map'}))\n"
+                "me = cube.data\nco = [0.0] * 3 * len(me.vertices)\nme.vertices.foreach_get('co', co)\n"
+                "me.vertices.foreach_set('co', co)\nprint(tuple(cube.path_resolve('location')), "
+                "cube.path_resolve('scale')[0], 'Text.001', 'mesh.primitive_cube_add')\n")
+        self.assertEqual(self.ran(code),
+                         "Cube at 2.0 Cube 3\npct map\n(2.0, 4.0, 6.0) 1.0 Text.001 mesh.primitive_cube_add\n")
 
     def test_deep_nesting_is_refused_not_crashed(self):
         payloads = ["(" * 101 + "1" + ")" * 101,            # over MAX_NESTING: refused before parsing

@@ -203,6 +203,46 @@ class KernelStateTest(Base):
         finally:
             confine.GATE_OFF = False
 
+    def test_key_maps_and_registered_texts_left_by_code_are_refused_and_taken_off(self):
+        # With the gate off the code reaches them by name; with it on, only through path_resolve
+        # with a run-time string, which the gate now refuses (test_hardening). The check must hold
+        # alone: key maps are not in the .blend, so no rollback removes what the code added.
+        confine.GATE_OFF = True
+        try:
+            def key_maps():
+                return sorted((kc.name, km.name, len(km.keymap_items))
+                              for kc in bpy.context.window_manager.keyconfigs for km in kc.keymaps)
+            before = key_maps()
+            code = ("import bpy\nkcs = bpy.context.window_manager.keyconfigs\n"
+                    "km = kcs.addon.keymaps.new('Agent Map', space_type='EMPTY')\n"
+                    "kmi = km.keymap_items.new('wm.context_set_value', 'F9', 'PRESS')\n"
+                    "kmi.properties.data_path = 'scene.frame_current'\nkcs.new('Agent Keys')\n"
+                    "some = [m for kc in kcs for m in kc.keymaps if len(m.keymap_items) and not m.is_modal][0]\n"
+                    "some.keymap_items.new('wm.context_toggle', 'F8', 'PRESS')\n"
+                    "text = bpy.data.texts.new('agent.py')\ntext.from_string('print(1)')\ntext.use_module = True\n")
+            error = self.refused_kernel_state(code)
+            changed = error["details"]["changed"]
+            self.assertIn("key configuration Agent Keys", changed)
+            self.assertIn("key map Agent Map", changed)
+            self.assertIn("text agent.py (registered as a module)", changed)
+            self.assertEqual(len(changed), 4, changed)  # and the existing map an item was added to
+            self.assertEqual(key_maps(), before)
+            self.assertNotIn("agent.py", bpy.data.texts)
+            # Items removed cannot be put back: refused, and named so.
+            error = self.refused_kernel_state(
+                "import bpy\nm = [m for kc in bpy.context.window_manager.keyconfigs for m in kc.keymaps"
+                " if len(m.keymap_items)][0]\nm.keymap_items.remove(m.keymap_items[0])\n")
+            self.assertTrue(error["details"]["changed"][0].endswith("(items removed, not put back)"), error)
+            # A registered text the person had, rewritten by the code: refused and rolled back.
+            text = bpy.data.texts.new("rig_ui.py")
+            text.from_string("print('rig')")
+            text.use_module = True
+            error = self.refused_kernel_state("import bpy\nbpy.data.texts['rig_ui.py'].from_string('print(2)')\n")
+            self.assertEqual(error["details"]["changed"], ["text rig_ui.py (registered as a module)"])
+            self.assertEqual(bpy.data.texts["rig_ui.py"].as_string().strip(), "print('rig')")
+        finally:
+            confine.GATE_OFF = False
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -13,8 +13,8 @@ import ast
 import re
 
 from .code_policy import (ATTRIBUTE, DUNDER_METHODS_ALLOWED, IMPORT, IMPORT_ALLOWLIST, MAX_AST_DEPTH, MAX_NESTING,
-                          MAX_SOURCE_BYTES, NAME, STAR_IMPORT_ALLOWLIST, format_reaches_attributes, identifier_rule,
-                          is_dunder, norm, operator_rule, string_rule)
+                          MAX_SOURCE_BYTES, NAME, STAR_IMPORT_ALLOWLIST, STRING_PATH_METHODS, format_reaches_attributes,
+                          identifier_rule, is_dunder, norm, operator_rule, path_rule, string_rule)
 
 
 class GateViolation(Exception):
@@ -313,12 +313,31 @@ class _Checker:
             found = identifier_rule(name, ATTRIBUTE)
             if found is not None:
                 raise GateViolation(found[0], "attribute .%s: %s" % (name, found[1]), node)
+        if name in STRING_PATH_METHODS:
+            self.check_string_path(name, node, parent)
         # The chain as written and through the bindings (`o = bpy.ops; o.wm.append`).
         for path in (dotted(node), self.resolve(node)):
             if path is not None and operator_rule(path):
                 raise GateViolation("operator_denied", "%s touches files, quits, loads or evaluates code (the "
                                     "wm.context_* and wm.properties_* operators run data paths as Python)"
                                     % ".".join(path), node)
+
+    def check_string_path(self, name, node, parent):
+        """x.path_resolve("a.b") and the like: called on the spot, with a literal path that passes
+        the attribute rules word by word."""
+        called = isinstance(parent, ast.Call) and parent.func is node
+        path = None
+        if called and not any(isinstance(a, ast.Starred) for a in parent.args) \
+                and all(k.arg is not None for k in parent.keywords):
+            given = parent.args[:1] or [k.value for k in parent.keywords if k.arg in ("path", "attr", "property")]
+            if len(given) == 1 and isinstance(given[0], ast.Constant) and isinstance(given[0].value, str):
+                path = norm(given[0].value)
+        if path is None:
+            raise GateViolation("dynamic_attribute", ".%s looks attributes up by a run-time string: call it on the "
+                                "spot with a literal path (x.%s(\"location\"))" % (name, name), node)
+        found = path_rule(path)
+        if found is not None:
+            raise GateViolation(found[0], ".%s(%r): %s" % (name, path, found[1]), node)
 
     def visit_Call(self, node, parent, in_annotation):
         func = node.func

@@ -24,13 +24,17 @@ Rules (every refusal names its rule and says why):
                       auto-run and script loading; any register_* / unregister* and any name
                       containing `driver` (as the Rust gate).
   operator_denied     operators that touch files, quit, load code, start programs or evaluate
-                      data-path strings (wm.context_*, wm.properties_*, ...), through any alias.
+                      data-path strings (wm.context_*, wm.properties_*, ...), through any alias,
+                      and string literals naming one ("wm.context_set_value", "WM_OT_...").
   file_writer         exporters, saves, image.save_render, libraries.write, unpack, mixdown,
                       sysinfo, wm.save_userpref: writes the sandbox does not control.
   dynamic_attribute   attribute lookups by run-time strings: attrgetter, methodcaller,
                       string.Formatter, get_field, vformat, str.format / format_map on a
                       non-literal or with `{x.attr}` / `{x[key]}` fields, type() with other than
-                      one argument (or `type` used as a value), functional Enum(...) and wraps.
+                      one argument (or `type` used as a value), functional Enum(...) and wraps,
+                      and the RNA methods that take an attribute path as a string
+                      (path_resolve, foreach_get, foreach_set, property_unset) unless it is a
+                      literal whose every word passes the attribute rules.
   string_evaluation   helpers that evaluate strings as Python (get_type_hints, ForwardRef,
                       bpy.utils.units.to_value, ...), string annotations (singledispatch evaluates
                       them), bpy.ops.node.*(settings=...).
@@ -68,7 +72,7 @@ IMPORT_ALLOWLIST = {"bpy", "bmesh", "mathutils", "math", "random", "json", "iter
 STAR_IMPORT_ALLOWLIST = {"math", "mathutils", "random", "itertools", "colorsys", "statistics"}
 DENIED_NAMES = {"eval", "exec", "compile", "open", "getattr", "setattr", "delattr", "globals", "locals", "vars",
                 "breakpoint", "input", "help", "exit", "quit"}
-DENIED_ATTRIBUTES = {"handlers", "timers", "driver_namespace", "driver_add", "drivers", "msgbus", "execfile",
+DENIED_ATTRIBUTES = {"register", "handlers", "timers", "driver_namespace", "driver_add", "drivers", "msgbus", "execfile",
                      "register_class", "unregister_class", "register_classes_factory", "register_module",
                      "unregister_module", "register_cli_command", "load_scripts", "load_scripts_extensions",
                      "modules_from_path", "register_submodule_factory", "as_module", "use_module",
@@ -123,6 +127,13 @@ OPERATOR_NAMES = {"open_mainfile", "save_mainfile", "save_as_mainfile", "save_ho
 OPERATOR_PREFIXES = ("addon_", "context_", "properties_", "keyconfig_", "doc_view", "previews_batch_",
                      "app_template_")
 DENIED_STRINGS = ("ShaderNodeScript", "NodeScript")
+# RNA methods that take an attribute path or name as a string: `bpy.data.path_resolve("te" + "xts")`
+# reaches what the attribute rules refuse by name. Only a literal path, every word of which passes
+# the attribute rules, is allowed.
+STRING_PATH_METHODS = {"path_resolve", "foreach_get", "foreach_set", "property_unset"}
+# An operator's name as a string: "group.name" (lower case, as bpy.ops spells it: "Text.001" is a
+# name) or "GROUP_OT_name".
+OPERATOR_STRING = re.compile(r"([a-z0-9]+)\.([a-z_]\w*)|([A-Z0-9]+)_OT_(\w+)")
 REGISTERED_CLASS_INFIXES = ("_OT_", "_MT_", "_PT_", "_HT_", "_UL_", "_GT_")
 
 NAME, ATTRIBUTE, IMPORT = "name", "attribute", "import"
@@ -183,6 +194,17 @@ def operator_rule(path):
     return "operator_denied" if named or grouped else None
 
 
+def path_rule(text):
+    """(rule, why) for a literal path given to a STRING_PATH_METHOD, or None: every identifier-like
+    word in it is judged as an attribute (words inside brackets too: stricter than RNA's own path
+    syntax, never looser)."""
+    for word in re.findall(r"[^\W\d]\w*", text):
+        found = identifier_rule(word, ATTRIBUTE)
+        if found is not None:
+            return found[0], "the path reaches %s: %s" % (word, found[1])
+    return None
+
+
 def string_rule(text):
     if any(is_dunder(word) for word in re.findall(r"\w+", text)):
         return "dunder_string", "a string naming a dunder attribute"
@@ -192,6 +214,11 @@ def string_rule(text):
         return "kernel_access", "a string naming the kernel's own module"
     if text in OPERATOR_NAMES or any(text == o for _, o in DENIED_OPERATORS if "*" not in o):
         return "operator_denied", "a string naming a refused operator"
+    named = OPERATOR_STRING.fullmatch(text)
+    if named is not None and operator_rule(["ops", (named.group(1) or named.group(3).lower()),
+                                            named.group(2) or named.group(4)]):
+        return ("operator_denied", "a string naming a refused operator (key map items, layouts and last-used "
+                "settings take operators by name)")
     return None
 
 

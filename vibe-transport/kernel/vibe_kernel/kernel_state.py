@@ -9,7 +9,13 @@ after each run that may write (the read-only proof stores into nothing but its o
   the kernel's next answers; `type(bpy.ops.mesh.primitive_cube_add).idname_py` runs in the
   kernel's next save), and bpy's classes, which the code reaches through `type(x)`
   (`Context.copy`, a panel's `draw`, `Mesh.from_pydata`);
-- the draw-function lists of menus, panels and headers (`Menu.append(f)`: f runs on redraw).
+- the draw-function lists of menus, panels and headers (`Menu.append(f)`: f runs on redraw);
+- the key configurations, key maps and key map items of the window manager (an item added
+  runs its operator on a key press in the GUI; they are not in the .blend, so no rollback
+  removes them): key configurations, maps and items the run added are removed, and a run that
+  removed some is refused (they cannot be put back);
+- the text blocks registered as modules (`use_module`): one newly registered or rewritten runs
+  unconfined when the file is opened with auto-run on. The scene's rollback puts these back.
 
 A change is put back before the scene is rolled back, and the call is refused (contract_violation,
 reason `security_block`, rule `kernel_state`, naming what changed). For bpy's classes whose
@@ -133,6 +139,50 @@ def handler_lists():
             if not name.startswith("_") and isinstance(getattr(handlers, name), list)]
 
 
+def key_maps():
+    """key configuration -> {key map: (item count, id of the last item)}, by pointer (an item
+    added goes at the end of its map)."""
+    found = {}
+    for kc in bpy.context.window_manager.keyconfigs:
+        maps = found[kc.as_pointer()] = {}
+        for km in kc.keymaps:
+            items = km.keymap_items
+            maps[km.as_pointer()] = (len(items), items[-1].id if len(items) else None)
+    return found
+
+
+def registered_texts():
+    """text block -> its source, for those registered as modules."""
+    return {text.as_pointer(): text.as_string() for text in bpy.data.texts if text.use_module}
+
+
+def key_map_changes(before):
+    """Removes the key configurations, maps and items added since `before` and names them, with
+    the maps whose items were removed or changed at the end (refused, not put back)."""
+    changed = []
+    keyconfigs = bpy.context.window_manager.keyconfigs
+    for kc in list(keyconfigs):
+        maps = before.get(kc.as_pointer())
+        if maps is None:
+            changed.append("key configuration %s" % kc.name)
+            keyconfigs.remove(kc)
+            continue
+        for km in list(kc.keymaps):
+            had = maps.get(km.as_pointer())
+            if had is None:
+                changed.append("key map %s" % km.name)
+                kc.keymaps.remove(km)
+                continue
+            items = km.keymap_items
+            count, last = had
+            while len(items) > count:
+                items.remove(items[-1])
+                changed.append("key map %s" % km.name)
+            if len(items) != count or (items[-1].id if len(items) else None) != last:
+                changed.append("key map %s (items removed, not put back)" % km.name)
+    return changed
+
+
 class Watch:
     """The state before one run; `changes` after it names and puts back what the run changed."""
 
@@ -144,6 +194,8 @@ class Watch:
         classes = {id(cls): cls for cls in unhooked}
         classes.update((id(cls), cls) for cls in module_classes())
         self.classes = [(cls, dict(vars(cls))) for cls in classes.values()]
+        self.key_maps = key_maps()
+        self.texts = registered_texts()
 
     def hook(self):
         """Notes stores to classes of bpy's Python metaclass until `unhook` (only while agent
@@ -190,4 +242,7 @@ class Watch:
                 pass
             changed.append("%s.%s" % (cls.__name__, name))
         NOTED.clear()
+        changed += key_map_changes(self.key_maps)
+        changed += ["text %s (registered as a module)" % text.name for text in bpy.data.texts
+                    if text.use_module and self.texts.get(text.as_pointer()) != text.as_string()]
         return sorted(set(changed))
