@@ -710,7 +710,19 @@ const ISSUE_12_ESCAPES: &[(&str, &str)] = &[
         "operator_denied",
     ),
     ("layout.operator('wm.append')", "operator_denied"),
-    ("layout.operator('script.reload')", "operator_denied"),
+    (
+        "layout.operator('script.python_file_run')",
+        "operator_denied",
+    ),
+    // `settings=` values are evaluated as Python, under any name the operator is bound to.
+    (
+        "import bpy\nadd = bpy.ops.node.add_node\nadd(type='ShaderNodeMath', settings=[])",
+        "string_evaluation",
+    ),
+    (
+        "from bpy import ops\nops.node.add_node(type='ShaderNodeMath', settings=[])",
+        "string_evaluation",
+    ),
     // `register` is an ABC's registry and the UI translations: both outlive the call.
     (
         "import collections\ncollections.abc.Mapping.register(list)",
@@ -782,6 +794,7 @@ const BENIGN: &[&str] = &[
     "import bpy\nobj = bpy.context.object\nloc = obj.path_resolve('location')\nz = obj.path_resolve(path='modifiers[\"Bevel\"].width')",
     "import bpy\nme = bpy.context.object.data\nco = [0.0] * 3 * len(me.vertices)\nme.vertices.foreach_get('co', co)\nme.vertices.foreach_set('co', co)\nme.update()",
     "import bpy\nprint(bpy.data.objects['Text.001'].name, 'mesh.primitive_cube_add', 'Text.txt', 'wm.x')",
+    "names = ['script.py', 'text.txt', 'console.log', 'ed.md', 'preferences.json']",
 ];
 
 #[test]

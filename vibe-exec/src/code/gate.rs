@@ -613,6 +613,32 @@ impl Checker<'_> {
                 format!("{callee}(...) here copies attributes or builds a class by run-time names");
             self.flag("dynamic_attribute", detail, at);
         }
+        // `bpy.ops.node.add_node(settings=[...])` evaluates each setting's value as Python; as
+        // written and through the bindings (`add = bpy.ops.node.add_node; add(settings=...)`).
+        let written = match &*call.func {
+            Expr::Attribute(attribute) => {
+                let (links, base) = chain(attribute);
+                match base {
+                    Expr::Name(name) => {
+                        let mut path = vec![normalize(name.id.as_str())];
+                        path.extend(links.iter().map(|l| normalize(l.attr.as_str())));
+                        Some(path)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let node_operator = [written, self.resolve(&call.func)]
+            .iter()
+            .flatten()
+            .any(|path| {
+                path.len() >= 2 && path.iter().any(|p| p == "ops") && path[path.len() - 2] == "node"
+            });
+        if node_operator && keyword(&["settings"]) {
+            let detail = "bpy.ops.node.*(settings=...) evaluates each setting's value as Python";
+            self.flag("string_evaluation", detail.into(), at);
+        }
         if let Expr::Attribute(method) = &*call.func
             && STRING_PATH_METHODS.contains(&&*normalize(method.attr.as_str()))
         {

@@ -509,8 +509,8 @@ pub fn path_rule(path: &str) -> Option<(&'static str, String)> {
 }
 
 /// An operator's name written as a string, `group.name` (lower case, as `bpy.ops` spells it:
-/// `Text.001` is an object's name) or `GROUP_OT_name`, as (group, name).
-fn operator_string(text: &str) -> Option<(String, &str)> {
+/// `Text.001` is an object's name) or `GROUP_OT_name`, as (group, name, written as a class name).
+fn operator_string(text: &str) -> Option<(String, &str, bool)> {
     let word = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
     if let Some((group, name)) = text.split_once('.') {
         let lower_group = !group.is_empty()
@@ -521,14 +521,29 @@ fn operator_string(text: &str) -> Option<(String, &str)> {
             .chars()
             .next()
             .is_some_and(|c| c.is_lowercase() || c == '_');
-        return (lower_group && starts && word(name)).then(|| (group.to_owned(), name));
+        return (lower_group && starts && word(name)).then(|| (group.to_owned(), name, false));
     }
     let (group, name) = text.split_once("_OT_")?;
     let upper_group = !group.is_empty()
         && group
             .chars()
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
-    (upper_group && word(name)).then(|| (group.to_ascii_lowercase(), name))
+    (upper_group && word(name)).then(|| (group.to_ascii_lowercase(), name, true))
+}
+
+/// `group.name` names a refused operator: by its name, or by a group entry other than the bare
+/// catch-all.
+fn dotted_operator_denied(group: &str, name: &str) -> bool {
+    OPERATOR_NAMES.contains(&name)
+        || OPERATOR_PREFIXES.iter().any(|p| name.starts_with(p))
+        || DENIED_OPERATORS.iter().any(|(g, o)| {
+            *g == group
+                && *o != "*"
+                && match o.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => *o == name,
+                }
+        })
 }
 
 /// The rule a string literal breaks, with what it explains, or `None`.
@@ -545,8 +560,14 @@ pub fn string_rule(text: &str) -> Option<(&'static str, &'static str)> {
         || OPERATOR_NAMES.contains(&text)
     {
         Some(("operator_denied", "a string naming a refused operator"))
-    } else if let Some((group, name)) = operator_string(text)
-        && operator_rule(&["ops".into(), group, name.into()]).is_some()
+    } else if let Some((group, name, class_name)) = operator_string(text)
+        // `GROUP_OT_name` is an operator whatever the name; `group.name` is one only when the
+        // name is refused as such (a catch-all group would refuse `script.py`, `text.txt`).
+        && (if class_name {
+            operator_rule(&["ops".into(), group, name.into()]).is_some()
+        } else {
+            dotted_operator_denied(&group, name)
+        })
     {
         Some((
             "operator_denied",

@@ -181,7 +181,9 @@ class GateTest(Base):
         # operators named by a string: a key map item or a layout button runs them later
         ("operator_denied", "km = None\nkm.keymap_items.new('wm.context_set_value', 'F9', 'PRESS')"),
         ("operator_denied", "x = 'WM_OT_context_toggle'"),
-        ("operator_denied", "x = 'script.reload'"),
+        ("operator_denied", "x = 'script.python_file_run'"),
+        ("operator_denied", "x = 'wm.append'"),
+        ("string_evaluation", "import bpy\nadd = bpy.ops.node.add_node\nadd(type='ShaderNodeMath', settings=[])"),
         # an ABC's registry and the UI translations outlive the call
         ("attribute_denied", "import collections\ncollections.abc.Mapping.register(list)"),
     ]
@@ -260,9 +262,10 @@ class GateTest(Base):
                 "print('%(a)s' % {'a': 'pct'}, '{x}'.format_map({'x': 'map'}))\n"
                 "me = cube.data\nco = [0.0] * 3 * len(me.vertices)\nme.vertices.foreach_get('co', co)\n"
                 "me.vertices.foreach_set('co', co)\nprint(tuple(cube.path_resolve('location')), "
-                "cube.path_resolve('scale')[0], 'Text.001', 'mesh.primitive_cube_add')\n")
+                "cube.path_resolve('scale')[0], 'Text.001', 'mesh.primitive_cube_add', 'script.py', 'text.txt')\n")
         self.assertEqual(self.ran(code),
-                         "Cube at 2.0 Cube 3\npct map\n(2.0, 4.0, 6.0) 1.0 Text.001 mesh.primitive_cube_add\n")
+                         "Cube at 2.0 Cube 3\npct map\n(2.0, 4.0, 6.0) 1.0 Text.001 mesh.primitive_cube_add script.py "
+                         "text.txt\n")
 
     def test_deep_nesting_is_refused_not_crashed(self):
         payloads = ["(" * 101 + "1" + ")" * 101,            # over MAX_NESTING: refused before parsing

@@ -35,6 +35,7 @@ class Base(KernelCalls, unittest.TestCase):
         self.k.state.features.add("code_exec")
         self.k.state.configure({"session_id": "s", "capabilities": ["scene.read", "scene.write", "code_exec"]})
         self.k.call_deadline_ms = 5000
+        self.undo_steps = bpy.context.preferences.edit.undo_steps
 
     def exec(self, code):
         return self.call("python.exec", code=code)
@@ -118,12 +119,13 @@ class KernelStateTest(Base):
         self.assertEqual(fingerprint(), before)
 
     def test_a_patched_bpy_class_is_put_back_and_refused(self):
-        copy = bpy.types.Context.copy
-        error = self.refused_kernel_state("import bpy\nt = type(bpy.context)\nt.copy = lambda self: {}")
-        self.assertEqual(error["details"]["changed"], ["Context.copy"])
-        self.assertIs(bpy.types.Context.copy, copy)
+        # (type(bpy.context) is the run's own view class: bpy's classes are reached through data.)
+        error = self.refused_kernel_state("import bpy\nt = type(bpy.context.scene)\nt.copy = lambda self: {}")
+        self.assertEqual(error["details"]["changed"], ["Scene.copy"])
+        self.assertNotIn("copy", vars(bpy.types.Scene))
         # A class of bpy's Python metaclass (menus, panels, operators): the metaclass hook sees it.
-        error = self.refused_kernel_state("import bpy\nm = type(bpy.context).mro()[1].bl_rna_get_subclass_py('Menu')\n"
+        error = self.refused_kernel_state("import bpy\nstruct = type(bpy.context.scene).mro()[-2]\n"
+                                          "m = struct.bl_rna_get_subclass_py('Menu')\n"
                                           "m.poll = lambda cls, context: False\nm.extra = 1")
         self.assertEqual(error["details"]["changed"], ["Menu.extra", "Menu.poll"])
         self.assertNotIn("extra", vars(bpy.types.Menu))
@@ -242,6 +244,91 @@ class KernelStateTest(Base):
             self.assertEqual(bpy.data.texts["rig_ui.py"].as_string().strip(), "print('rig')")
         finally:
             confine.GATE_OFF = False
+
+    def test_the_context_hands_out_only_what_the_attribute_rules_allow(self):
+        # Context.copy hands out every member by a string key, which no text rule sees.
+        self.assertEqual(self.ran("import bpy\nC = bpy.context\nprint(sorted(k for k in C.copy()\n"
+                                  "             if k in ('scene', 'object', 'prefer' + 'ences', 'window_manager')))"),
+                         "['object', 'scene', 'window_manager']\n")
+        answer = self.exec("import bpy\nbpy.context.copy()['prefer' + 'ences'].edit.undo_steps = 3")
+        self.assertEqual(answer["error"]["code"], "execution_failed", answer)
+        self.assertIn("KeyError", answer["error"]["message"])
+        self.assertEqual(bpy.context.preferences.edit.undo_steps, self.undo_steps)
+        # The view forwards to the real context: overrides show through.
+        self.assertEqual(self.ran("import bpy\nwith bpy.context.temp_override(object=bpy.data.objects['Camera']):\n"
+                                  "    print(bpy.context.object.name)\nprint(bpy.context.object.name, "
+                                  "tuple(bpy.context.path_resolve('object.location')))"),
+                         "Camera\nCube (0.0, 0.0, 0.0)\n")
+        # Its own path rule holds when called past the gate.
+        from vibe_kernel.module_views import context_view
+        with self.assertRaises(AttributeError):
+            context_view(bpy.context).path_resolve("prefer" + "ences")
+
+    def test_a_property_callback_is_refused(self):
+        # Blender calls it later (a redraw, a frame change), with the real context.
+        for code in ("import bpy\ndef grab(self, ctx):\n    pass\nx = bpy.props.IntProperty(update=grab)",
+                     "from bpy import props\nx = props.EnumProperty(items=lambda s, c: [])",
+                     "import bpy\nmat = bpy.data.materials.new('M')\nmat.use_nodes = True\n"
+                     "node = mat.node_tree.nodes.new('ShaderNodeVectorRotate')\nt = type(node)\n"
+                     "t.probe = bpy.props.IntProperty(get=lambda self: 42)"):
+            with self.subTest(code=code):
+                answer = self.exec(code)
+                self.assertEqual(answer["error"]["code"], "execution_failed", answer)
+                self.assertIn("callback", answer["error"]["message"])
+        self.assertFalse(hasattr(bpy.types.ShaderNodeVectorRotate, "probe"))
+        self.assertEqual(self.ran("import bpy\nx = bpy.props.EnumProperty(items=[('A', 'a', '')], name='e')\n"
+                                  "y = bpy.props.IntProperty(default=2, min=0)\nprint('made')"), "made\n")
+
+    def test_preferences_changed_by_code_are_put_back_and_refused(self):
+        # With the gate off (no views) the code reaches the real preferences, as a callback
+        # Blender calls with the real context would: the check must hold alone.
+        filepaths = bpy.context.preferences.filepaths
+        lists = hasattr(filepaths, "script_directories")  # a list from Blender 4.2 on
+        count = len(filepaths.script_directories) if lists else 0
+        auto_run = filepaths.use_scripts_auto_execute
+        confine.GATE_OFF = True
+        try:
+            error = self.refused_kernel_state(
+                "import bpy\nprefs = bpy.context.preferences\nprefs.edit.undo_steps = 3\n"
+                "prefs.filepaths.use_scripts_auto_execute = %r\n" % (not auto_run)
+                + ("prefs.filepaths.script_directories.new()\n" if lists else ""))
+        finally:
+            confine.GATE_OFF = False
+        changed = error["details"]["changed"]
+        self.assertIn("preferences.edit.undo_steps", changed)
+        self.assertIn("preferences.filepaths.use_scripts_auto_execute", changed)
+        self.assertEqual(bpy.context.preferences.edit.undo_steps, self.undo_steps)
+        self.assertEqual(filepaths.use_scripts_auto_execute, auto_run)
+        if lists:
+            self.assertIn("preferences.filepaths.script_directories", changed)
+            self.assertEqual(len(filepaths.script_directories), count)
+
+    def test_a_container_a_module_holds_is_the_runs_own_copy(self):
+        import copy
+        import collections
+        table = dict(copy.dispatch_table)
+        self.ran("import copy, collections\ndef spy(x):\n    return (collections.OrderedDict, ())\n"
+                 "copy.dispatch_table[collections.OrderedDict] = spy\nprint(len(copy.dispatch_table))")
+        self.assertEqual(copy.dispatch_table, table)
+        self.assertEqual(copy.copy(collections.OrderedDict(a=1)), {"a": 1})
+
+    def test_operators_evaluate_no_string_for_agent_code(self):
+        # The node operators evaluate their `settings` values; the gate sees `settings=` only
+        # where it can see the operator's name. Past it (`[...][0]`), the run-time guard refuses.
+        import bl_operators.node as node_operators
+        code = ("import bpy\nscreen = bpy.data.screens['Shading']\n"
+                "area = [a for a in screen.areas if a.type == 'NODE_EDITOR'][0]\n"
+                "mat = bpy.data.materials.new('M')\nmat.use_nodes = True\n"
+                "area.spaces.active.node_tree = mat.node_tree\n"
+                "add = [bpy.ops.node.add_node][0]\n"
+                "with bpy.context.temp_override(screen=screen, area=area, region=area.regions[-1]):\n"
+                "    add(type='ShaderNodeMath', settings=[{'name': 'label', 'value': \"'evaluated'\"}])\n")
+        answer = self.exec(code)
+        self.assertFalse(answer["ok"], answer)
+        self.assertFalse([n for m in bpy.data.materials if m.node_tree for n in m.node_tree.nodes
+                          if n.label == "evaluated"])
+        self.assertNotIn("eval", vars(node_operators))  # the guard is off again
+        self.assertEqual(eval("1 + 1", vars(node_operators)), 2)
 
 
 if __name__ == "__main__":

@@ -102,17 +102,18 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
             self.assertEqual(snapshot.fingerprint(), before, code)
 
     def test_objects_left_by_earlier_code_never_run_under_the_proof(self):
-        # Code that writes stashes a lazy map in a container a module shares (a module itself
-        # is a view made per run, see module_views.py; this dict is json's own); later code
-        # that only reads runs it by iterating it. Without the rollback point the Cube stayed
-        # deleted after a failed call answered "rolled back", and a call that succeeded deleted
-        # the person's Cube past the actuator lock.
-        import json.decoder
+        # Code that writes stashes a lazy map on an object a module shares (a module itself is a
+        # view made per run and the containers it holds are copies, see module_views.py; a
+        # function's attributes are its own); later code that only reads runs it by iterating
+        # it. Without the rollback point the Cube stayed deleted after a failed call answered
+        # "rolled back", and a call that succeeded deleted the person's Cube past the actuator
+        # lock.
+        import json
 
-        self.addCleanup(json.decoder.BACKSLASH.pop, "vibe_test_hook", None)
-        stash = ("import bpy, json\njson.decoder.BACKSLASH['vibe_test_hook'] = "
+        self.addCleanup(vars(json.dumps).pop, "vibe_test_hook", None)
+        stash = ("import bpy, json\n[json.dumps][0].vibe_test_hook = "
                  "map(bpy.data.objects.remove, [bpy.data.objects['Cube']])")
-        trigger = "import json\nprint(len(list(json.decoder.BACKSLASH['vibe_test_hook'])))"
+        trigger = "import json\nprint(len(list(json.dumps.vibe_test_hook)))"
         self.assertTrue(self.classified(trigger))
         self.assertTrue(self.classified(trigger + "\nraise RuntimeError"))
         self.ok("python.exec", code=stash)

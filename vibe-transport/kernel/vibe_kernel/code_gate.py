@@ -369,8 +369,12 @@ class _Checker:
         if (isinstance(func, ast.Attribute) and norm(func.attr) == "__init__"
                 and isinstance(func.value, ast.Call) and _is_name(func.value.func, "super")):
             self.skip.add(id(func))
-        path = dotted(func)
-        if path is not None and "ops" in path and len(path) >= 2 and path[-2] == "node" and keyword("settings"):
+        # As written and through the bindings (`add = bpy.ops.node.add_node; add(settings=...)`);
+        # other aliases meet the kernel's run-time guard (kernel_state.NoEvaluation).
+        node_operator = any(path is not None and "ops" in path and len(path) >= 2 and path[-2] == "node"
+                            for path in (dotted(func), self.resolve(func)))
+        if node_operator and keyword("settings"):
+            path = self.resolve(func) or dotted(func)
             raise GateViolation("string_evaluation", "bpy.ops.node.%s(settings=...) evaluates each setting's value "
                                 "as Python" % path[-1], node)
 

@@ -205,6 +205,13 @@ def path_rule(text):
     return None
 
 
+def dotted_operator_denied(group, op):
+    """"group.op" names a refused operator: by its name, or by a group entry other than the bare
+    catch-all."""
+    return (op in OPERATOR_NAMES or op.startswith(OPERATOR_PREFIXES)
+            or any(g == group and o != "*" and _pattern_matches(o, op) for g, o in DENIED_OPERATORS))
+
+
 def string_rule(text):
     if any(is_dunder(word) for word in re.findall(r"\w+", text)):
         return "dunder_string", "a string naming a dunder attribute"
@@ -215,8 +222,10 @@ def string_rule(text):
     if text in OPERATOR_NAMES or any(text == o for _, o in DENIED_OPERATORS if "*" not in o):
         return "operator_denied", "a string naming a refused operator"
     named = OPERATOR_STRING.fullmatch(text)
-    if named is not None and operator_rule(["ops", (named.group(1) or named.group(3).lower()),
-                                            named.group(2) or named.group(4)]):
+    # "GROUP_OT_name" is an operator whatever the name; "group.name" is one only when the name is
+    # refused as such (a catch-all group would refuse file names: "script.py", "text.txt").
+    if named is not None and (operator_rule(["ops", named.group(3).lower(), named.group(4)]) if named.group(3)
+                              else dotted_operator_denied(named.group(1), named.group(2))):
         return ("operator_denied", "a string naming a refused operator (key map items, layouts and last-used "
                 "settings take operators by name)")
     return None

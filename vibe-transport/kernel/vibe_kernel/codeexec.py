@@ -148,6 +148,7 @@ def run(code, deadline_s, tree=None, watch=False):
     out = CappedOutput()
     views = Views()
     watched = kernel_state.Watch() if watch else None
+    no_evaluation = kernel_state.NoEvaluation()
     scope = {"__builtins__": builtins.__dict__ if ungated else safe_builtins(views), "__name__": "__agent__"}
     global RUNNING
     deadline = Deadline(deadline_s)
@@ -159,6 +160,7 @@ def run(code, deadline_s, tree=None, watch=False):
     saved_stdout = sys.stdout
     try:
         sys.stdout = out
+        no_evaluation.on()
         if watched is not None:
             watched.hook()
         deadline.start()
@@ -199,6 +201,7 @@ def run(code, deadline_s, tree=None, watch=False):
         deadline.finish()
         if watched is not None:
             watched.unhook()
+        no_evaluation.off()
         sys.stdout = saved_stdout
         RUNNING = None
     changed = watched.changes(views) if watched is not None else []

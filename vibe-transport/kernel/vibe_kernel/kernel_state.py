@@ -15,7 +15,14 @@ after each run that may write (the read-only proof stores into nothing but its o
   removes them): key configurations, maps and items the run added are removed, and a run that
   removed some is refused (they cannot be put back);
 - the text blocks registered as modules (`use_module`): one newly registered or rewritten runs
-  unconfined when the file is opened with auto-run on. The scene's rollback puts these back.
+  unconfined when the file is opened with auto-run on. The scene's rollback puts these back;
+- the writable settings of the preferences' file paths, editing and system sections (script
+  directories, auto-run and its exclusions, undo steps and memory, ...) and the list of add-ons:
+  agent code reaches the preferences only through a callback Blender hands the real context
+  (an update function of a property it defines; `bpy.context` itself is a view, see
+  module_views.py), and a change there outlives the call (and the file) once the preferences
+  are saved. Values are put back; items added to their lists are removed; items removed and
+  add-ons enabled or disabled are named, not put back.
 
 A change is put back before the scene is rolled back, and the call is refused (contract_violation,
 reason `security_block`, rule `kernel_state`, naming what changed). For bpy's classes whose
@@ -31,8 +38,9 @@ kernel that ran agent code is retired anyway.
 
 Not covered here: timers (Blender cannot list them; agent code reaches bpy.app.timers only
 through bpy.app, whose view leaves them out, see module_views.py); classes not held by a
-module at its top level; data containers the modules share (json.decoder.BACKSLASH), which
-agent_code.WRITING_CODE_RAN answers for the read-only path.
+module at its top level; changes to existing key map items in place; objects the modules
+share beyond their views' copies (a function's own attributes, containers inside containers),
+which agent_code.WRITING_CODE_RAN answers for the read-only path.
 """
 
 import sys
@@ -183,6 +191,112 @@ def key_map_changes(before):
     return changed
 
 
+# The sections of the preferences compared, and how deep below them (structs in structs).
+PREFERENCE_SECTIONS = ("filepaths", "edit", "system")
+PREFERENCE_DEPTH = 3
+
+
+def plain(value):
+    """A setting's value as something `==` compares: arrays as tuples (nested ones too)."""
+    if type(value).__name__ == "bpy_prop_array":
+        return tuple(plain(v) for v in value)
+    return value
+
+
+def preference_settings():
+    """path -> (struct, identifier, value) for each writable setting of PREFERENCE_SECTIONS, and
+    path -> (collection, length) for their lists and the add-ons; walked afresh each time (an
+    item the code removed must never be read through an old reference)."""
+    prefs = bpy.context.preferences
+    values, lists = {}, {"preferences.addons": (prefs.addons, len(prefs.addons))}
+    stack = [(getattr(prefs, name), "preferences." + name, 0) for name in PREFERENCE_SECTIONS]
+    while stack:
+        struct, path, depth = stack.pop()
+        for prop in struct.bl_rna.properties:
+            name = prop.identifier
+            if name == "rna_type":
+                continue
+            if prop.type == "POINTER":
+                child = getattr(struct, name)
+                if child is not None and depth < PREFERENCE_DEPTH and not isinstance(child, bpy.types.ID):
+                    stack.append((child, "%s.%s" % (path, name), depth + 1))
+            elif prop.type == "COLLECTION":
+                items = getattr(struct, name)
+                lists["%s.%s" % (path, name)] = (items, len(items))
+                if depth < PREFERENCE_DEPTH:
+                    stack.extend((item, "%s.%s[%d]" % (path, name, i), depth + 1) for i, item in enumerate(items))
+            elif not prop.is_readonly:
+                values["%s.%s" % (path, name)] = (struct, name, plain(getattr(struct, name)))
+    return values, lists
+
+
+def preference_changes(before):
+    """Puts back the settings changed since `before`, removes the list items added, and names
+    them, with what cannot be put back (items removed, add-ons enabled or disabled)."""
+    changed = []
+    before_values, before_lists = before
+    values, lists = preference_settings()
+    for path, (items, count) in lists.items():
+        had = before_lists.get(path)
+        if had is None:
+            continue  # a list inside an item the code added: that item goes below
+        if path != "preferences.addons":
+            while len(items) > had[1] and hasattr(items, "remove"):
+                items.remove(items[len(items) - 1])
+        if len(items) != had[1]:
+            changed.append("%s (not put back)" % path)
+        elif count != had[1]:
+            changed.append(path)
+    values = preference_settings()[0]  # again: the removals above changed the paths
+    for path, (struct, name, value) in values.items():
+        had = before_values.get(path)
+        if had is not None and had[2] != value:
+            try:
+                setattr(struct, name, had[2])
+                changed.append(path)
+            except (AttributeError, TypeError, ValueError):
+                changed.append("%s (not put back)" % path)
+    changed += ["%s (not put back)" % path for path in before_values if path not in values]
+    return changed
+
+
+# bpy's Python modules whose code evaluates strings it is handed (bpy.ops.node.add_node's
+# `settings` values, under any name the code calls the operator by); `eval` and `exec` refuse in
+# them while agent code runs.
+EVALUATING_MODULE_PREFIXES = ("bl_operators", "bl_ui", "bl_keymap_utils", "bl_app", "_bpy_types", "bpy_types",
+                              "bpy_extras", "nodeitems_")
+
+
+def _refuse_evaluation(*args, **kwargs):
+    raise RuntimeError("this operator evaluates a string as Python (bpy.ops.node.*(settings=...)): not for agent "
+                       "code")
+
+
+class NoEvaluation:
+    """`eval` and `exec` shadowed in the globals of bpy's Python modules while agent code runs:
+    what an operator's own code evaluates for the agent runs nowhere (the gate refuses
+    `settings=` only where it can see the operator's name)."""
+
+    def __init__(self):
+        self.shadowed = []
+
+    def on(self):
+        for name, module in list(sys.modules.items()):
+            if name.startswith(EVALUATING_MODULE_PREFIXES):
+                names = getattr(module, "__dict__", None)
+                if isinstance(names, dict):
+                    for builtin in ("eval", "exec"):
+                        if builtin not in names:
+                            names[builtin] = _refuse_evaluation
+                            self.shadowed.append((names, builtin))
+
+    def off(self):
+        for names, builtin in self.shadowed:
+            if names.get(builtin) is _refuse_evaluation:
+                del names[builtin]
+        self.shadowed = []
+
+
 class Watch:
     """The state before one run; `changes` after it names and puts back what the run changed."""
 
@@ -196,6 +310,7 @@ class Watch:
         self.classes = [(cls, dict(vars(cls))) for cls in classes.values()]
         self.key_maps = key_maps()
         self.texts = registered_texts()
+        self.preferences = preference_settings()
 
     def hook(self):
         """Notes stores to classes of bpy's Python metaclass until `unhook` (only while agent
@@ -243,6 +358,7 @@ class Watch:
             changed.append("%s.%s" % (cls.__name__, name))
         NOTED.clear()
         changed += key_map_changes(self.key_maps)
+        changed += preference_changes(self.preferences)
         changed += ["text %s (registered as a module)" % text.name for text in bpy.data.texts
                     if text.use_module and self.texts.get(text.as_pointer()) != text.as_string()]
         return sorted(set(changed))
