@@ -147,15 +147,22 @@ def handler_lists():
             if not name.startswith("_") and isinstance(getattr(handlers, name), list)]
 
 
+def key_map_key(km):
+    return km.name, km.space_type, km.region_type
+
+
 def key_maps():
-    """key configuration -> {key map: (item count, id of the last item)}, by pointer (an item
-    added goes at the end of its map)."""
-    found = {}
+    """[(key configuration's name, is it the user's, {key map: (item count, id of the last item)})]
+    in order. By name, not by pointer: Blender rebuilds the user key configuration's maps (new
+    pointers, the same names) when an operator finds the key maps changed."""
+    user = bpy.context.window_manager.keyconfigs.user
+    found = []
     for kc in bpy.context.window_manager.keyconfigs:
-        maps = found[kc.as_pointer()] = {}
+        maps = {}
         for km in kc.keymaps:
             items = km.keymap_items
-            maps[km.as_pointer()] = (len(items), items[-1].id if len(items) else None)
+            maps[key_map_key(km)] = (len(items), items[-1].id if len(items) else None)
+        found.append((kc.name, kc == user, maps))
     return found
 
 
@@ -166,28 +173,37 @@ def registered_texts():
 
 def key_map_changes(before):
     """Removes the key configurations, maps and items added since `before` and names them, with
-    the maps whose items were removed or changed at the end (refused, not put back)."""
+    the maps whose items were removed or changed at the end (refused, not put back). In the
+    user's configuration, which Blender rebuilds from the others, maps are compared by their
+    item counts only and none is removed."""
     changed = []
     keyconfigs = bpy.context.window_manager.keyconfigs
-    for kc in list(keyconfigs):
-        maps = before.get(kc.as_pointer())
-        if maps is None:
-            changed.append("key configuration %s" % kc.name)
-            keyconfigs.remove(kc)
+    while len(keyconfigs) > len(before):  # key configurations are added at the end
+        added = keyconfigs[len(keyconfigs) - 1]
+        changed.append("key configuration %s" % added.name)
+        keyconfigs.remove(added)
+    for kc, (name, users, maps) in zip(list(keyconfigs), before):
+        if kc.name != name:
+            changed.append("key configuration %s (not put back)" % name)
             continue
         for km in list(kc.keymaps):
-            had = maps.get(km.as_pointer())
+            had = maps.get(key_map_key(km))
             if had is None:
                 changed.append("key map %s" % km.name)
-                kc.keymaps.remove(km)
+                if not users:
+                    kc.keymaps.remove(km)
                 continue
             items = km.keymap_items
             count, last = had
             while len(items) > count:
-                items.remove(items[-1])
+                items.remove(items[len(items) - 1])
                 changed.append("key map %s" % km.name)
-            if len(items) != count or (items[-1].id if len(items) else None) != last:
+            if len(items) != count or (not users and (items[-1].id if len(items) else None) != last):
                 changed.append("key map %s (items removed, not put back)" % km.name)
+        if len(kc.keymaps) < len(maps):
+            changed.append("key configuration %s (maps removed, not put back)" % name)
+    if len(keyconfigs) < len(before):
+        changed.append("key configurations removed (not put back)")
     return changed
 
 
