@@ -332,6 +332,18 @@ fn chain(attribute: &ExprAttribute) -> (Vec<&ExprAttribute>, &Expr) {
     (links, base)
 }
 
+/// The dotted path of a plain `Name`/`Attribute` chain as written, normalized.
+fn dotted(expr: &Expr) -> Option<Vec<String>> {
+    let (links, base) = match expr {
+        Expr::Attribute(attribute) => chain(attribute),
+        _ => (Vec::new(), expr),
+    };
+    let Expr::Name(root) = base else { return None };
+    let mut path = vec![normalize(root.id.as_str())];
+    path.extend(links.iter().map(|link| normalize(link.attr.as_str())));
+    Some(path)
+}
+
 fn is_name(expr: &Expr, id: &str) -> bool {
     matches!(expr, Expr::Name(name) if normalize(name.id.as_str()) == id)
 }
@@ -615,21 +627,7 @@ impl Checker<'_> {
         }
         // `bpy.ops.node.add_node(settings=[...])` evaluates each setting's value as Python; as
         // written and through the bindings (`add = bpy.ops.node.add_node; add(settings=...)`).
-        let written = match &*call.func {
-            Expr::Attribute(attribute) => {
-                let (links, base) = chain(attribute);
-                match base {
-                    Expr::Name(name) => {
-                        let mut path = vec![normalize(name.id.as_str())];
-                        path.extend(links.iter().map(|l| normalize(l.attr.as_str())));
-                        Some(path)
-                    }
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let node_operator = [written, self.resolve(&call.func)]
+        let node_operator = [dotted(&call.func), self.resolve(&call.func)]
             .iter()
             .flatten()
             .any(|path| {

@@ -481,19 +481,27 @@ pub fn operator_rule(path: &[String]) -> Option<&'static str> {
         return None;
     }
     let (group, op) = (path[n - 2].as_str(), path[n - 1].as_str());
-    let matches = |pattern: &str, name: &str| match pattern.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => pattern == name,
-    };
     // A chain through `ops` (bpy.ops.wm.x, ops.wm.x) is an operator call. The operator names
     // themselves are distinctive, so they are refused through any alias (`w = bpy.ops.wm`) too;
     // only the catch-all groups need the `ops` in the chain.
-    let named = OPERATOR_NAMES.contains(&op) || OPERATOR_PREFIXES.iter().any(|p| op.starts_with(p));
     let grouped = path.iter().any(|p| p == "ops")
         && DENIED_OPERATORS
             .iter()
-            .any(|(g, o)| *g == group && matches(o, op));
-    (named || grouped).then_some("operator_denied")
+            .any(|(g, o)| *g == group && pattern_matches(o, op));
+    (operator_named(op) || grouped).then_some("operator_denied")
+}
+
+/// An operator name refused through any chain ([`OPERATOR_NAMES`], [`OPERATOR_PREFIXES`]).
+fn operator_named(name: &str) -> bool {
+    OPERATOR_NAMES.contains(&name) || OPERATOR_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// A [`DENIED_OPERATORS`] pattern: a name, or a prefix with a trailing `*`.
+fn pattern_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
 }
 
 /// The rule a literal path given to one of the [`STRING_PATH_METHODS`] breaks, or `None`: every
@@ -534,16 +542,10 @@ fn operator_string(text: &str) -> Option<(String, &str, bool)> {
 /// `group.name` names a refused operator: by its name, or by a group entry other than the bare
 /// catch-all.
 fn dotted_operator_denied(group: &str, name: &str) -> bool {
-    OPERATOR_NAMES.contains(&name)
-        || OPERATOR_PREFIXES.iter().any(|p| name.starts_with(p))
-        || DENIED_OPERATORS.iter().any(|(g, o)| {
-            *g == group
-                && *o != "*"
-                && match o.strip_suffix('*') {
-                    Some(prefix) => name.starts_with(prefix),
-                    None => *o == name,
-                }
-        })
+    operator_named(name)
+        || DENIED_OPERATORS
+            .iter()
+            .any(|(g, o)| *g == group && *o != "*" && pattern_matches(o, name))
 }
 
 /// The rule a string literal breaks, with what it explains, or `None`.

@@ -1,4 +1,16 @@
-"""What the kernel's test cases share: calling a tool on `self.k` and checking its answer."""
+"""What the kernel's test cases share: a kernel that runs agent code, calling a tool on `self.k`
+and checking its answer."""
+
+from vibe_kernel.wire import Kernel
+
+
+def code_kernel(session):
+    """A kernel that offers code_exec, as a jailed or opted-in one does (wire.offered_features),
+    configured for `session` with scene.read, scene.write and code_exec."""
+    k = Kernel()
+    k.state.features.add("code_exec")
+    k.state.configure({"session_id": session, "capabilities": ["scene.read", "scene.write", "code_exec"]})
+    return k
 
 
 class KernelCalls:

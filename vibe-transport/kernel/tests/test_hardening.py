@@ -24,16 +24,9 @@ import bpy  # noqa: E402
 
 from vibe_kernel import channel, code_gate, code_policy, codeexec, envelope  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
+from kernel_case import code_kernel  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
-
-
-def code_kernel():
-    """A kernel that offers code_exec, as a jailed or opted-in one does (wire.offered_features)."""
-    k = Kernel()
-    k.state.features.add("code_exec")
-    k.state.configure({"session_id": "h", "capabilities": ["scene.read", "scene.write", "code_exec"]})
-    return k
 
 
 def strict_json(answer):
@@ -47,7 +40,7 @@ def strict_json(answer):
 class Base(unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
-        self.k = code_kernel()
+        self.k = code_kernel("h")
 
     def exec(self, code, deadline_ms=2000):
         self.k.call_deadline_ms = deadline_ms

@@ -16,7 +16,7 @@ import bpy  # noqa: E402
 from vibe_kernel import tools  # noqa: E402
 from vibe_kernel.envelope import sanitize  # noqa: E402
 from vibe_kernel.wire import Kernel  # noqa: E402
-from kernel_case import KernelCalls  # noqa: E402
+from kernel_case import KernelCalls, code_kernel  # noqa: E402
 
 
 class KernelTest(KernelCalls, unittest.TestCase):
@@ -162,18 +162,10 @@ class KernelTest(KernelCalls, unittest.TestCase):
         self.assertFalse(self.ok("object.audit_identity", name="Anchor")["created_by_agent"])
 
 
-def code_kernel():
-    """A kernel that offers code_exec, as a jailed or opted-in one does (wire.offered_features)."""
-    k = Kernel()
-    k.state.features.add("code_exec")
-    k.state.configure({"session_id": "c", "capabilities": ["scene.read", "scene.write", "code_exec"]})
-    return k
-
-
 class CodeExecTest(unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
-        self.k = code_kernel()
+        self.k = code_kernel("c")
 
     def exec(self, code, deadline_ms=2000):
         self.k.call_deadline_ms = deadline_ms

@@ -19,9 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bpy  # noqa: E402
 
-from kernel_case import KernelCalls  # noqa: E402
+from kernel_case import KernelCalls, code_kernel  # noqa: E402
 from vibe_kernel import confine, module_views  # noqa: E402
-from vibe_kernel.wire import Kernel  # noqa: E402
 
 
 def fingerprint():
@@ -31,9 +30,7 @@ def fingerprint():
 class Base(KernelCalls, unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
-        self.k = Kernel()
-        self.k.state.features.add("code_exec")
-        self.k.state.configure({"session_id": "s", "capabilities": ["scene.read", "scene.write", "code_exec"]})
+        self.k = code_kernel("s")
         self.k.call_deadline_ms = 5000
         self.undo_steps = bpy.context.preferences.edit.undo_steps
 
@@ -42,6 +39,11 @@ class Base(KernelCalls, unittest.TestCase):
 
     def ran(self, code):
         return self.ok("python.exec", code=code)["stdout"]
+
+    def failed(self, code, says):
+        answer = self.exec(code)
+        self.assertEqual(answer["error"]["code"], "execution_failed", answer)
+        self.assertIn(says, answer["error"]["message"])
 
     def refused_kernel_state(self, code):
         answer = self.exec(code)  # (KernelCalls.refused takes `code` for the error code)
@@ -63,9 +65,7 @@ class ModuleViewTest(Base):
                      "import json\nm = [json][0]\ndel m.encoder\nfrom json import encoder\n"
                      "[encoder][0].encode_basestring_ascii = print"):
             with self.subTest(code=code):
-                answer = self.exec(code)
-                self.assertEqual(answer["error"]["code"], "execution_failed", answer)
-                self.assertIn("read-only", answer["error"]["message"])
+                self.failed(code, "read-only")
         self.assertIs(math.isfinite, isfinite)
         self.assertIs(re.findall, findall)
         self.assertIs(bpy.path.abspath, abspath)
@@ -82,9 +82,7 @@ class ModuleViewTest(Base):
         for code in ("import bpy\nlist(bpy.app)", "import bpy\nbpy.app[0]", "import bpy\na, *rest = bpy.app",
                      "import bpy\nfor x in [bpy.app]:\n    list(x)"):
             with self.subTest(code=code):
-                answer = self.exec(code)
-                self.assertEqual(answer["error"]["code"], "execution_failed", answer)
-                self.assertIn("TypeError", answer["error"]["message"])
+                self.failed(code, "TypeError")
 
     def test_a_view_holds_nothing_the_attribute_rules_refuse(self):
         # The names are refused as text too: the views themselves are looked at here.
@@ -140,9 +138,7 @@ class KernelStateTest(Base):
                 "def spy(self, old=t.idname_py, bpy=bpy):\n    bpy.data.objects.remove(bpy.data.objects['Cube'])\n"
                 "    return old(self)\nt.idname_py = spy")
         if op_class.__flags__ & (1 << 8):  # a C type from bpy 5.2 on: Python refuses the store itself
-            answer = self.exec(code)
-            self.assertEqual(answer["error"]["code"], "execution_failed", answer)
-            self.assertIn("immutable type", answer["error"]["message"])
+            self.failed(code, "immutable type")
         else:
             idname_py = vars(op_class)["idname_py"]
             error = self.refused_kernel_state(code)
@@ -250,9 +246,7 @@ class KernelStateTest(Base):
         self.assertEqual(self.ran("import bpy\nC = bpy.context\nprint(sorted(k for k in C.copy()\n"
                                   "             if k in ('scene', 'object', 'prefer' + 'ences', 'window_manager')))"),
                          "['object', 'scene', 'window_manager']\n")
-        answer = self.exec("import bpy\nbpy.context.copy()['prefer' + 'ences'].edit.undo_steps = 3")
-        self.assertEqual(answer["error"]["code"], "execution_failed", answer)
-        self.assertIn("KeyError", answer["error"]["message"])
+        self.failed("import bpy\nbpy.context.copy()['prefer' + 'ences'].edit.undo_steps = 3", "KeyError")
         self.assertEqual(bpy.context.preferences.edit.undo_steps, self.undo_steps)
         # The view forwards to the real context: overrides show through.
         self.assertEqual(self.ran("import bpy\nwith bpy.context.temp_override(object=bpy.data.objects['Camera']):\n"
@@ -272,9 +266,7 @@ class KernelStateTest(Base):
                      "node = mat.node_tree.nodes.new('ShaderNodeVectorRotate')\nt = type(node)\n"
                      "t.probe = bpy.props.IntProperty(get=lambda self: 42)"):
             with self.subTest(code=code):
-                answer = self.exec(code)
-                self.assertEqual(answer["error"]["code"], "execution_failed", answer)
-                self.assertIn("callback", answer["error"]["message"])
+                self.failed(code, "callback")
         self.assertFalse(hasattr(bpy.types.ShaderNodeVectorRotate, "probe"))
         self.assertEqual(self.ran("import bpy\nx = bpy.props.EnumProperty(items=[('A', 'a', '')], name='e')\n"
                                   "y = bpy.props.IntProperty(default=2, min=0)\nprint('made')"), "made\n")

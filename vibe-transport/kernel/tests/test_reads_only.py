@@ -16,8 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bpy  # noqa: E402
 
 from vibe_kernel import agent_code, code_gate, read_only, snapshot  # noqa: E402
-from vibe_kernel.wire import Kernel  # noqa: E402
-from kernel_case import KernelCalls  # noqa: E402
+from kernel_case import KernelCalls, code_kernel  # noqa: E402
 
 CUBE = "bpy.data.objects['Cube']"
 # Code that reads: all of it must be classified read-only.
@@ -63,9 +62,7 @@ WRITERS = [
 class ReadsOnlyTest(KernelCalls, unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
-        self.k = Kernel()
-        self.k.state.features.add("code_exec")
-        self.k.state.configure({"session_id": "agent", "capabilities": ["scene.read", "scene.write", "code_exec"]})
+        self.k = code_kernel("agent")
         # As in a kernel process where no agent code that writes has run yet (the proof's own
         # ground; tests before this one ran some).
         agent_code.WRITING_CODE_RAN = False

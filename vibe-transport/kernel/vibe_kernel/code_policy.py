@@ -180,6 +180,11 @@ def identifier_rule(name, use):
     return None
 
 
+def _operator_named(name):
+    """An operator name refused through any chain (OPERATOR_NAMES, OPERATOR_PREFIXES)."""
+    return name in OPERATOR_NAMES or name.startswith(OPERATOR_PREFIXES)
+
+
 def _pattern_matches(pattern, name):
     return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
 
@@ -189,9 +194,8 @@ def operator_rule(path):
     if len(path) < 2:
         return None
     group, op = path[-2], path[-1]
-    named = op in OPERATOR_NAMES or op.startswith(OPERATOR_PREFIXES)
     grouped = "ops" in path and any(g == group and _pattern_matches(o, op) for g, o in DENIED_OPERATORS)
-    return "operator_denied" if named or grouped else None
+    return "operator_denied" if _operator_named(op) or grouped else None
 
 
 def path_rule(text):
@@ -208,8 +212,8 @@ def path_rule(text):
 def dotted_operator_denied(group, op):
     """"group.op" names a refused operator: by its name, or by a group entry other than the bare
     catch-all."""
-    return (op in OPERATOR_NAMES or op.startswith(OPERATOR_PREFIXES)
-            or any(g == group and o != "*" and _pattern_matches(o, op) for g, o in DENIED_OPERATORS))
+    return _operator_named(op) or any(g == group and o != "*" and _pattern_matches(o, op)
+                                      for g, o in DENIED_OPERATORS)
 
 
 def string_rule(text):

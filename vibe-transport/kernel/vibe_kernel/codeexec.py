@@ -136,8 +136,8 @@ class KernelStateChanged(Exception):
 
 def run(code, deadline_s, tree=None, watch=False):
     """Checks and runs `code` (or its `tree`, parsed already); returns (stdout, truncated).
-    Raises SyntaxError, GateViolation, KernelStateChanged (with `watch`: the run changed
-    handlers or shared classes, put back now), Interrupted (the deadline passed, even when the
+    Raises SyntaxError, GateViolation, KernelStateChanged (with `watch`: the run changed what
+    kernel_state.py compares, put back where it can be), Interrupted (the deadline passed, even when the
     code caught the interrupt), or AgentError (whatever the code raised, as text)."""
     if tree is None:
         tree = parse(code)

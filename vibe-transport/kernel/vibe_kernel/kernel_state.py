@@ -151,6 +151,10 @@ def key_map_key(km):
     return km.name, km.space_type, km.region_type
 
 
+def last_id(items):
+    return items[-1].id if len(items) else None
+
+
 def key_maps():
     """[(key configuration's name, is it the user's, {key map: (item count, id of the last item)})]
     in order. By name, not by pointer: Blender rebuilds the user key configuration's maps (new
@@ -161,7 +165,7 @@ def key_maps():
         maps = {}
         for km in kc.keymaps:
             items = km.keymap_items
-            maps[key_map_key(km)] = (len(items), items[-1].id if len(items) else None)
+            maps[key_map_key(km)] = (len(items), last_id(items))
         found.append((kc.name, kc == user, maps))
     return found
 
@@ -195,10 +199,11 @@ def key_map_changes(before):
                 continue
             items = km.keymap_items
             count, last = had
-            while len(items) > count:
-                items.remove(items[len(items) - 1])
+            if len(items) > count:
                 changed.append("key map %s" % km.name)
-            if len(items) != count or (not users and (items[-1].id if len(items) else None) != last):
+                while len(items) > count:
+                    items.remove(items[len(items) - 1])
+            if len(items) != count or (not users and last_id(items) != last):
                 changed.append("key map %s (items removed, not put back)" % km.name)
         if len(kc.keymaps) < len(maps):
             changed.append("key configuration %s (maps removed, not put back)" % name)
@@ -247,28 +252,32 @@ def preference_settings():
 
 
 def preference_changes(before):
-    """Puts back the settings changed since `before`, removes the list items added, and names
-    them, with what cannot be put back (items removed, add-ons enabled or disabled)."""
+    """Puts back the settings changed since `before` ({path: value}, {path: length}), removes
+    the list items added, and names them, with what cannot be put back (items removed, add-ons
+    enabled or disabled)."""
     changed = []
     before_values, before_lists = before
     values, lists = preference_settings()
+    removed = False
     for path, (items, count) in lists.items():
         had = before_lists.get(path)
         if had is None:
             continue  # a list inside an item the code added: that item goes below
         if path != "preferences.addons":
-            while len(items) > had[1] and hasattr(items, "remove"):
+            while len(items) > had and hasattr(items, "remove"):
                 items.remove(items[len(items) - 1])
-        if len(items) != had[1]:
+                removed = True
+        if len(items) != had:
             changed.append("%s (not put back)" % path)
-        elif count != had[1]:
+        elif count != had:
             changed.append(path)
-    values = preference_settings()[0]  # again: the removals above changed the paths
+    if removed:
+        values = preference_settings()[0]  # again: the removals changed the paths
     for path, (struct, name, value) in values.items():
-        had = before_values.get(path)
-        if had is not None and had[2] != value:
+        had = before_values.get(path, MISSING)
+        if had is not MISSING and had != value:
             try:
-                setattr(struct, name, had[2])
+                setattr(struct, name, had)
                 changed.append(path)
             except (AttributeError, TypeError, ValueError):
                 changed.append("%s (not put back)" % path)
@@ -288,6 +297,19 @@ def _refuse_evaluation(*args, **kwargs):
                        "code")
 
 
+_EVALUATING_MODULES = {"modules": -1, "namespaces": []}
+
+
+def evaluating_namespaces():
+    """The globals of the modules EVALUATING_MODULE_PREFIXES name; listed again only when modules
+    were imported since (as module_classes)."""
+    if _EVALUATING_MODULES["modules"] != len(sys.modules):
+        found = [getattr(module, "__dict__", None) for name, module in list(sys.modules.items())
+                 if name.startswith(EVALUATING_MODULE_PREFIXES)]
+        _EVALUATING_MODULES.update(modules=len(sys.modules), namespaces=[n for n in found if isinstance(n, dict)])
+    return _EVALUATING_MODULES["namespaces"]
+
+
 class NoEvaluation:
     """`eval` and `exec` shadowed in the globals of bpy's Python modules while agent code runs:
     what an operator's own code evaluates for the agent runs nowhere (the gate refuses
@@ -297,14 +319,11 @@ class NoEvaluation:
         self.shadowed = []
 
     def on(self):
-        for name, module in list(sys.modules.items()):
-            if name.startswith(EVALUATING_MODULE_PREFIXES):
-                names = getattr(module, "__dict__", None)
-                if isinstance(names, dict):
-                    for builtin in ("eval", "exec"):
-                        if builtin not in names:
-                            names[builtin] = _refuse_evaluation
-                            self.shadowed.append((names, builtin))
+        for names in evaluating_namespaces():
+            for builtin in ("eval", "exec"):
+                if builtin not in names:
+                    names[builtin] = _refuse_evaluation
+                    self.shadowed.append((names, builtin))
 
     def off(self):
         for names, builtin in self.shadowed:
@@ -326,7 +345,10 @@ class Watch:
         self.classes = [(cls, dict(vars(cls))) for cls in classes.values()]
         self.key_maps = key_maps()
         self.texts = registered_texts()
-        self.preferences = preference_settings()
+        # Plain values and lengths only: no reference to Blender's structs outlives the check.
+        values, lists = preference_settings()
+        self.preferences = ({path: value for path, (_, _, value) in values.items()},
+                            {path: count for path, (_, count) in lists.items()})
 
     def hook(self):
         """Notes stores to classes of bpy's Python metaclass until `unhook` (only while agent
