@@ -210,26 +210,31 @@ class KernelStateTest(Base):
             def key_maps():
                 return sorted((kc.name, km.name, len(km.keymap_items))
                               for kc in bpy.context.window_manager.keyconfigs for km in kc.keymaps)
+            # The person's map (an add-on's): the code adds to it and takes from it. (Blender's own
+            # maps are left alone: Blender 3.4 crashed in a later factory reset after tests
+            # changed them.)
+            person = bpy.context.window_manager.keyconfigs.addon.keymaps.new("Person Map", space_type="EMPTY")
+            person.keymap_items.new("object.select_all", "A", "PRESS")
+            self.addCleanup(lambda: [person.keymap_items.remove(i) for i in list(person.keymap_items)])
             before = key_maps()
             code = ("import bpy\nkcs = bpy.context.window_manager.keyconfigs\n"
                     "km = kcs.addon.keymaps.new('Agent Map', space_type='EMPTY')\n"
                     "kmi = km.keymap_items.new('wm.context_set_value', 'F9', 'PRESS')\n"
                     "kmi.properties.data_path = 'scene.frame_current'\nkcs.new('Agent Keys')\n"
-                    "some = [m for kc in kcs for m in kc.keymaps if len(m.keymap_items) and not m.is_modal][0]\n"
-                    "some.keymap_items.new('wm.context_toggle', 'F8', 'PRESS')\n"
+                    "kcs.addon.keymaps['Person Map'].keymap_items.new('wm.context_toggle', 'F8', 'PRESS')\n"
                     "text = bpy.data.texts.new('agent.py')\ntext.from_string('print(1)')\ntext.use_module = True\n")
             error = self.refused_kernel_state(code)
             changed = error["details"]["changed"]
             self.assertIn("key configuration Agent Keys", changed)
             self.assertIn("key map Agent Map", changed)
             self.assertIn("text agent.py (registered as a module)", changed)
-            self.assertEqual(len(changed), 4, changed)  # and the existing map an item was added to
+            self.assertEqual(len(changed), 4, changed)  # and the person's map an item was added to
             self.assertEqual(key_maps(), before)
             self.assertNotIn("agent.py", bpy.data.texts)
             # Items removed cannot be put back: refused, and named so.
             error = self.refused_kernel_state(
-                "import bpy\nm = [m for kc in bpy.context.window_manager.keyconfigs for m in kc.keymaps"
-                " if len(m.keymap_items)][0]\nm.keymap_items.remove(m.keymap_items[0])\n")
+                "import bpy\nm = bpy.context.window_manager.keyconfigs.addon.keymaps['Person Map']\n"
+                "m.keymap_items.remove(m.keymap_items[0])\n")
             self.assertTrue(error["details"]["changed"][0].endswith("(items removed, not put back)"), error)
             # A registered text the person had, rewritten by the code: refused and rolled back.
             text = bpy.data.texts.new("rig_ui.py")
@@ -308,6 +313,20 @@ class KernelStateTest(Base):
         # The node operators evaluate their `settings` values; the gate sees `settings=` only
         # where it can see the operator's name. Past it (`[...][0]`), the run-time guard refuses.
         import bl_operators.node as node_operators
+        from vibe_kernel.kernel_state import NoEvaluation
+        guard = NoEvaluation()
+        guard.on()
+        try:
+            with self.assertRaises(RuntimeError):
+                vars(node_operators)["eval"]("1 + 1")
+        finally:
+            guard.off()
+        self.assertNotIn("eval", vars(node_operators))  # the guard is off again
+        self.assertEqual(eval("1 + 1", vars(node_operators)), 2)
+        if bpy.app.version < (4, 0, 0):
+            # Run in a node editor of Blender 3.4 -b, the operator left the process to crash in
+            # a later factory reset (a thread's interpreter loop, tests later in the suite).
+            self.skipTest("the operator run through agent code: bpy 4.0 and later only")
         code = ("import bpy\nscreen = bpy.data.screens['Shading']\n"
                 "area = [a for a in screen.areas if a.type == 'NODE_EDITOR'][0]\n"
                 "mat = bpy.data.materials.new('M')\nmat.use_nodes = True\n"
@@ -319,8 +338,7 @@ class KernelStateTest(Base):
         self.assertFalse(answer["ok"], answer)
         self.assertFalse([n for m in bpy.data.materials if m.node_tree for n in m.node_tree.nodes
                           if n.label == "evaluated"])
-        self.assertNotIn("eval", vars(node_operators))  # the guard is off again
-        self.assertEqual(eval("1 + 1", vars(node_operators)), 2)
+        self.assertNotIn("eval", vars(node_operators))
 
 
 if __name__ == "__main__":
