@@ -27,7 +27,11 @@
 //! that says hello and answers each call at once): the bridge's own share of a call.
 //!
 //! The tools: `object.info` (of `E0500`), `object.move` (of the Cube), `scene.snapshot`, and
-//! `python.exec` of `print(1)` outside a transaction. After the criterion runs, a summary prints
+//! `python.exec` outside a transaction, in a kernel where code that writes ran (it filled the
+//! scene): of `print(1)`, of a read of `bpy.data` (`python.exec_read`; both proven read-only and
+//! reaching nothing earlier code could leave behind: no rollback point), and of code that may
+//! write (`python.exec_write`: the rollback point, the actuator lock's inventories and the
+//! kernel state check). After the criterion runs, a summary prints
 //! each ratio the speed targets name, from the medians of this run. Without `VIBE_BPY_PYTHON`
 //! it prints SKIPPED and measures nothing.
 
@@ -57,7 +61,7 @@ const CAPABILITIES: [&str; 4] = ["scene.read", "scene.write", "transactions", "c
 const DEADLINE: Duration = Duration::from_secs(120);
 
 /// The tools timed, as (label, tool, params).
-fn tools() -> [(&'static str, &'static str, Value); 4] {
+fn tools() -> [(&'static str, &'static str, Value); 6] {
     [
         ("object.info", "object.info", json!({"name": "E0500"})),
         (
@@ -67,6 +71,16 @@ fn tools() -> [(&'static str, &'static str, Value); 4] {
         ),
         ("scene.snapshot", "scene.snapshot", json!({})),
         ("python.exec", "python.exec", json!({"code": "print(1)"})),
+        (
+            "python.exec_read",
+            "python.exec",
+            json!({"code": "import bpy\nprint(len(bpy.data.objects))"}),
+        ),
+        (
+            "python.exec_write",
+            "python.exec",
+            json!({"code": "x = []\nx.append(1)"}),
+        ),
     ]
 }
 
@@ -488,6 +502,8 @@ fn summary(figures: &Figures) {
             "object.move",
             "scene.snapshot",
             "python.exec",
+            "python.exec_read",
+            "python.exec_write",
         ] {
             let cells: Vec<String> = ["in_process", "in_process_json", "transport", "pipeline"]
                 .iter()
@@ -566,11 +582,21 @@ fn summary(figures: &Figures) {
             "audit < 10% of the call: <= 1.10x",
         );
     }
-    if let Some(exec) = us("1000/transport/python.exec") {
-        eprintln!(
-            "1000: python.exec print(1) outside a transaction, transport: {:.2} ms (target < 3 ms)",
-            exec / 1000.0
-        );
+    for (label, what) in [
+        ("python.exec", "print(1)"),
+        ("python.exec_read", "a read of bpy.data"),
+        (
+            "python.exec_write",
+            "code that may write (rollback point, lock, state check)",
+        ),
+    ] {
+        if let Some(exec) = us(&format!("1000/transport/{label}")) {
+            eprintln!(
+                "1000: python.exec {what} outside a transaction, after code that writes, transport: {:.2} ms \
+                 (target < 3 ms for trivial code)",
+                exec / 1000.0
+            );
+        }
     }
 }
 

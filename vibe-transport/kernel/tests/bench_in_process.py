@@ -6,7 +6,8 @@ handlers called directly in Blender (no wire, no bridge), on the scenes the benc
 A line server: each request on stdin is one JSON object, each answer one line on stdout that
 starts with `@@` (Blender prints other lines there):
 
-    {"op": "populate", "to": N}                      the scene grows to N objects (empties E0000...)
+    {"op": "populate", "to": N}                      the scene grows to N objects (empties E0000...,
+                                                     made by agent code as in the bench's kernels)
     {"op": "time", "tool": T, "params": P, "iters": K, "json": B}
                                                      K calls of T in a row; the answer is
                                                      {"ns": total}; with B, each call is also
@@ -30,11 +31,15 @@ from vibe_kernel.wire import Kernel  # noqa: E402
 CAPABILITIES = ["scene.read", "scene.write", "transactions", "code_exec"]
 
 
-def populate(to):
-    coll = bpy.data.collections["Collection"]
+def populate(k, to):
+    """The scene grows as the bench's kernels grow theirs: through agent code, so the empties are
+    the agent's and the kernel has run code that writes (agent_code.WRITING_CODE_RAN)."""
     have = len(bpy.context.scene.objects)
-    for i in range(have - 3, to - 3):
-        coll.objects.link(bpy.data.objects.new("E%04d" % i, None))
+    code = ("import bpy\ncoll = bpy.data.collections['Collection']\nfor i in range(%d, %d):\n"
+            "    coll.objects.link(bpy.data.objects.new('E%%04d' %% i, None))\n" % (have - 3, to - 3))
+    answer = k.call("python.exec", {"code": code})
+    if not answer["ok"]:
+        raise RuntimeError("populating the scene failed: %r" % answer)
 
 
 def timed(k, tool, params, iters, with_json):
@@ -60,7 +65,7 @@ def main():
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "populate":
-            populate(request["to"])
+            populate(k, request["to"])
             answer = {"ok": True}
         else:
             answer = {"ns": timed(k, request["tool"], request.get("params", {}), request["iters"], request["json"])}

@@ -4,7 +4,9 @@ through builtins, in-place operators, stores and rebinding is run through python
 whenever the classifier calls it read-only, the scene's fingerprint (snapshot.fingerprint, an
 independent walk over the scene) must not move. The writers must also be told apart as writers.
 The proof covers the code's own text only: objects an earlier call left behind are run by
-reading them, so after any code that may write, no code runs without the rollback point.
+reading them, so after any code that may write, only code that reaches nothing they can be on
+(read_only.reaches_no_leftovers: built-ins, math, mathutils, bpy.data, bpy.context) runs
+without the rollback point; the attacks below stash such objects where that code reads.
 """
 
 import os
@@ -59,6 +61,44 @@ WRITERS = [
 ]
 
 
+# Read-only code that reaches nothing earlier code can leave behind: all of it must pass.
+LEFTOVER_FREE = [
+    "print(1)",
+    "import bpy\nprint(len(bpy.data.objects))",
+    "import bpy as b\nprint(b.context.scene.name, [o.name for o in b.data.objects])",
+    "import math, mathutils\nprint(math.pi, mathutils.Vector, round(math.e, 3))",
+    "from mathutils import Vector\nfrom math import *\nprint(Vector, pi, tau)",
+]
+# Read-only code that may reach something earlier code left: none of it may pass.
+MAY_REACH_LEFTOVERS = [
+    "import json\nprint(json.dumps)",
+    "import bpy\nb = bpy\nprint(b.data)",
+    "import bpy\nprint(bpy.app.version)",
+    "import bpy\nprint(bpy.path)",
+    "import bpy\nprint([bpy][0].data)",
+    "from bpy import data\nprint(data)",
+    "import mathutils.geometry\nprint(1)",
+    "import bpy\nfrom math import pi as bpy\nprint(bpy.data)",
+    "import bpy\nfor bpy in [1]:\n    pass",
+]
+
+
+def unmade_scene_struct():
+    """A kind of data the scene points to whose Python class bpy has not made yet (it makes one
+    the first time code reaches such data), as (scene property, class name); None if none is
+    left in this process."""
+    from vibe_kernel import kernel_state
+
+    # Named here: reading the data, or its property's `fixed_type`, would make the class.
+    kinds = [("unit_settings", "UnitSettings"), ("safe_areas", "DisplaySafeAreas"),
+             ("sequencer_colorspace_settings", "ColorManagedSequencerColorspaceSettings"),
+             ("grease_pencil_settings", "SceneGpencil"), ("hydra", "SceneHydra"), ("eevee", "SceneEEVEE"),
+             ("display", "SceneDisplay"), ("cursor", "View3DCursor")]
+    made = {cls.__name__ for cls in kernel_state.bpy_classes()}
+    names = bpy.types.Scene.bl_rna.properties.keys()
+    return next(((prop, kind) for prop, kind in kinds if prop in names and kind not in made), None)
+
+
 class ReadsOnlyTest(KernelCalls, unittest.TestCase):
     def setUp(self):
         bpy.ops.wm.read_factory_settings(use_empty=False)
@@ -70,6 +110,12 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
     def tearDown(self):
         if hasattr(bpy, "vibe_test_hook"):
             del bpy.vibe_test_hook
+
+    def failure(self, code, error_code):
+        answer = self.call("python.exec", code=code)
+        self.assertFalse(answer["ok"], answer)
+        self.assertEqual(answer["error"]["code"], error_code, answer)
+        return answer["error"]
 
     def classified(self, code):
         return read_only.reads_only(code_gate.parse(code))
@@ -97,6 +143,43 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
             before = snapshot.fingerprint()
             self.call("python.exec", code=code)
             self.assertEqual(snapshot.fingerprint(), before, code)
+
+    def test_leftover_free_code_is_told_apart(self):
+        for code in LEFTOVER_FREE:
+            with self.subTest(code=code):
+                tree = code_gate.parse(code)
+                self.assertTrue(read_only.reads_only(tree) and read_only.reaches_no_leftovers(tree))
+        for code in MAY_REACH_LEFTOVERS:
+            with self.subTest(code=code):
+                self.assertFalse(read_only.reaches_no_leftovers(code_gate.parse(code)))
+
+    def test_a_stash_on_blender_data_never_outlives_its_call(self):
+        # What code that reaches only Blender's data can read of Python's: the classes of that
+        # data. A lazy map stored on one (an existing class, or one bpy makes during the run)
+        # would delete the Cube when the next call's reader iterates it, on the fast path, with
+        # no rollback point. The writing call is refused and the store put back instead.
+        self.ok("python.exec", code="x = []\nx.append(1)")  # what the kernel itself reads, its classes made
+        found = unmade_scene_struct()
+        targets = ["bpy.data.objects['Cube']", "bpy.context.scene.render"]
+        if found is not None:
+            targets.append("bpy.context.scene.%s" % found[0])
+        for target in targets:
+            with self.subTest(target=target):
+                stash = ("import bpy\nt = type(%s)\nt.vibe_hook = map(bpy.data.objects.remove, "
+                         "[bpy.data.objects['Cube']])" % target)
+                error = self.failure(stash, "contract_violation")
+                self.assertEqual(error["details"]["rule"], "kernel_state", error)
+                self.assertTrue(any(c.endswith(".vibe_hook") for c in error["details"]["changed"]), error)
+                self.assertTrue(agent_code.WRITING_CODE_RAN)
+                reader = "import bpy\nprint(len(list(%s.vibe_hook)))" % target
+                self.assertTrue(self.classified(reader) and read_only.reaches_no_leftovers(code_gate.parse(reader)))
+                before = snapshot.fingerprint()
+                error = self.failure(reader, "execution_failed")
+                self.assertIn("AttributeError", error["message"])
+                self.assertIn("Cube", bpy.data.objects)
+                self.assertEqual(snapshot.fingerprint(), before)
+        if found is None:
+            self.skipTest("every class the scene points to was made already: the run-made case not reached")
 
     def test_objects_left_by_earlier_code_never_run_under_the_proof(self):
         # Code that writes stashes a lazy map on an object a module shares (a module itself is a

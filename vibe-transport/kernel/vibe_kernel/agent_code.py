@@ -14,7 +14,8 @@ from .tools import req_str, tool
 # a class with a mutating `__len__`), where later code reaches them by reading alone, and a
 # read (`list(bpy.hook)`, `print(...)`, an attribute) runs what they hold. The proof of
 # read_only.py is about the code's own text, so it holds only while no such object can exist:
-# once this is set, every python.exec takes a rollback point and the lock's inventories.
+# once this is set, python.exec takes a rollback point and the lock's inventories, unless the
+# code also reaches nothing such an object can be on (read_only.reaches_no_leftovers).
 WRITING_CODE_RAN = False
 
 
@@ -25,7 +26,8 @@ def python_exec(k, params):
     snapshot headless, the last undo step in the GUI; see snapshot.Guard), inside a transaction too.
     Code that provably only reads (read_only.reads_only) has nothing to take back: it runs
     without the rollback point and the lock's inventories, as long as no other agent code ran
-    in this process (WRITING_CODE_RAN)."""
+    in this process (WRITING_CODE_RAN) or it reaches only Blender's data and built-ins
+    (read_only.reaches_no_leftovers)."""
     from . import code_gate, codeexec, deadline, read_only
 
     global WRITING_CODE_RAN
@@ -36,7 +38,7 @@ def python_exec(k, params):
     deadline_s = max(0.05, deadline_ms / 1000.0 * 0.8)
     try:
         tree = code_gate.parse(code)
-        if not WRITING_CODE_RAN and read_only.reads_only(tree):
+        if read_only.reads_only(tree) and (not WRITING_CODE_RAN or read_only.reaches_no_leftovers(tree)):
             return read_only_run(k, tree, deadline_s)
         # What a failed run returns to: a file snapshot headless, the last undo step in the GUI.
         guard = snapshot.Guard(k)
@@ -96,7 +98,8 @@ def python_exec(k, params):
         had = {record["uid"] for record in before.values()}
         made = sorted(name for name, record in after.items() if record["uid"] not in had or name not in before)
         for name, record in after.items():
-            if record["uid"] not in protected:
+            # Only what is not marked yet (one name lookup per new object, not per object).
+            if not record["created"] and record["uid"] not in protected:
                 lock.mark_created(k, bpy.data.objects[name], "object")
         had = {(b["kind"], b["name"]) for b in before_blocks}
         for block in after_blocks:

@@ -29,10 +29,11 @@ reason `security_block`, rule `kernel_state`, naming what changed). For bpy's cl
 metaclass is Python's (`_RNAMeta`: panels, menus, operators, most of bpy.types) a hook on that
 metaclass notes each store, put on only while agent code runs (Blender sets attributes on them
 itself when it unregisters at exit). The others are compared with a copy of their attributes
-made before the run (~1,000 classes; the check costs ~5 ms per writing run on bpy 5.0.1).
-Classes made during the run (by bpy on the first `type(x)` of their kind, or by the code) are
-not compared, nor are `bl_rna`, which bpy sets itself, and special names, which agent code
-cannot spell (Python makes an empty `__annotations__` on the first read). This is the boundary for these objects
+made before the run (~1,000 classes), and those bpy made during the run (on the first
+`type(x)` of their kind) with what bpy gives a new class (`bl_rna`, special names, RNA
+functions). Not
+compared: the code's own classes, `bl_rna`, which bpy sets itself, and special names, which
+agent code cannot spell (Python makes an empty `__annotations__` on the first read). This is the boundary for these objects
 in a kernel that lives on after agent code (the GUI add-on, an unconfined kernel); a jailed
 kernel that ran agent code is retired anyway.
 
@@ -40,10 +41,12 @@ Not covered here: timers (Blender cannot list them; agent code reaches bpy.app.t
 through bpy.app, whose view leaves them out, see module_views.py); classes not held by a
 module at its top level; changes to existing key map items in place; objects the modules
 share beyond their views' copies (a function's own attributes, containers inside containers),
-which agent_code.WRITING_CODE_RAN answers for the read-only path.
+which agent_code.WRITING_CODE_RAN answers for the read-only path (read_only.reaches_no_leftovers:
+code that reaches only Blender's data, whose Python side is the classes compared here).
 """
 
 import sys
+import weakref
 
 import bpy
 
@@ -92,36 +95,69 @@ def ignored(name):
 _MODULE_CLASSES = {"modules": -1, "classes": []}
 
 
+# metaclass -> whether the hook sees stores to its classes (a few metaclasses, ~1,000 classes).
+_HOOKED = weakref.WeakKeyDictionary()
+
+
 def hooked(cls):
     """Whether the hook sees stores to `cls`: its metaclass reaches the hooked one's
     __setattr__ without one of its own on the way (bpy's property-group metaclass has one)."""
+    kind = type(cls)
+    seen = _HOOKED.get(kind)
+    if seen is None:
+        seen = _HOOKED[kind] = metaclass_hooked(kind)
+    return seen
+
+
+def metaclass_hooked(kind):
     meta = rna_metaclass()
-    for kind in type(cls).__mro__:
-        if kind is meta:
+    for base in kind.__mro__:
+        if base is meta:
             return True
-        if "__setattr__" in vars(kind) or "__delattr__" in vars(kind):
+        if "__setattr__" in vars(base) or "__delattr__" in vars(base):
             return False
     return False
 
 
-def walk_bpy_classes():
-    """bpy's classes (from bpy_struct, without recursion): those whose stores the hook does not
-    see (their metaclass is not the hooked one), and the draw-function lists of menus, panels and
-    headers (`Menu.append(f)` grows one without storing on the class)."""
-    unhooked, draw_lists, seen, stack = [], [], set(), [bpy.types.bpy_struct]
+def bpy_classes():
+    """bpy's classes: bpy_struct and its subclasses (without recursion), but the code's own."""
+    found, seen, stack = [], set(), [bpy.types.bpy_struct]
     while stack:
         cls = stack.pop()
         if id(cls) in seen:
             continue
         seen.add(id(cls))
         if cls.__module__ != "__agent__":  # the code's own subclasses are its own
-            if not hooked(cls):
-                unhooked.append(cls)
-            draw_funcs = getattr(vars(cls).get("draw"), "_draw_funcs", None)
-            if isinstance(draw_funcs, list):
-                draw_lists.append(("%s.draw" % cls.__name__, draw_funcs, list(draw_funcs)))
+            found.append(cls)
         stack.extend(type.__subclasses__(cls))
-    return unhooked, draw_lists
+    return found
+
+
+def walk_bpy_classes():
+    """bpy's classes whose stores the hook does not see (their metaclass is not the hooked
+    one), the draw-function lists of menus, panels and headers (`Menu.append(f)` grows one
+    without storing on the class), and the ids of all bpy's classes."""
+    unhooked, draw_lists, known = [], [], set()
+    for cls in bpy_classes():
+        known.add(id(cls))
+        if not hooked(cls):
+            unhooked.append(cls)
+        draw_funcs = getattr(vars(cls).get("draw"), "_draw_funcs", None)
+        if isinstance(draw_funcs, list):
+            draw_lists.append(("%s.draw" % cls.__name__, draw_funcs, list(draw_funcs)))
+    return unhooked, draw_lists, known
+
+
+def made_during_run(known):
+    """bpy's classes made since `known` (from walk_bpy_classes) whose stores the hook does not
+    see, with what bpy gives such a class: names `ignored` (its `bl_rna`, special names) and its
+    RNA functions (bpy_func: a node type's `input_template`), which run nothing when read. bpy
+    makes one for a kind of data the first time code reaches it (`type(scene.render)`), and code
+    could store on it before the run ends; the first walk cannot have listed it."""
+    rna_function = bpy.types.bpy_func
+    return [(cls, {name: value for name, value in vars(cls).items()
+                   if ignored(name) or type(value) is rna_function})
+            for cls in bpy_classes() if id(cls) not in known and not hooked(cls)]
 
 
 def module_classes():
@@ -337,7 +373,7 @@ class Watch:
 
     def __init__(self):
         NOTED.clear()
-        unhooked, draw_lists = walk_bpy_classes()
+        unhooked, draw_lists, self.known = walk_bpy_classes()
         self.lists = [("bpy.app.handlers.%s" % name, items, list(items)) for name, items in handler_lists()]
         self.lists += draw_lists
         classes = {id(cls): cls for cls in unhooked}
@@ -369,8 +405,8 @@ class Watch:
 
     def changes(self, views):
         """Puts back and names what the run changed: the handler and draw-function lists, and
-        the attributes of the classes compared (those listed before the run and the views') or
-        noted by the hook. Classes bpy or the code made during the run are not compared."""
+        the attributes of the classes compared (those listed before the run, the views', those
+        bpy made during the run) or noted by the hook. The code's own classes are its own."""
         changed = []
         for name, items, before in self.lists:
             if len(items) != len(before) or any(a is not b for a, b in zip(items, before)):
@@ -378,6 +414,7 @@ class Watch:
                 changed.append(name)
         compared = dict(views.classes)  # those of modules first imported by the run, and:
         compared.update((id(cls), (cls, before)) for cls, before in self.classes)
+        compared.update((id(cls), (cls, before)) for cls, before in made_during_run(self.known))
         for cls, before in compared.values():
             now = vars(cls)
             for name in set(now) | set(before):

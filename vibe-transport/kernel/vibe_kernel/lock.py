@@ -50,7 +50,10 @@ def stable_id(block):
 
 
 def uses_addresses():
-    return not hasattr(bpy.types.ID, "session_uid")
+    return not _HAS_SESSION_UID
+
+
+_HAS_SESSION_UID = hasattr(bpy.types.ID, "session_uid")  # 4.x and later; fixed for the process
 
 
 def mark_created(k, block, kind):
@@ -210,10 +213,12 @@ def refuse_modifier(k, obj, name, field="modifier_name"):
 # ---------------------------------------------------------------- agent code
 
 
-def inventory(k):
+def inventory(k, all_parts=False):
     """One record per object: its identity (`uid`, meaningful inside this kernel only), whether
     this session made it, its data's name, the scene collections it is linked into, whether the
-    scene holds it, and the names of its modifiers, constraints and vertex groups."""
+    scene holds it, and the names of its modifiers, constraints and vertex groups: of every
+    object with `all_parts` (the bridge's inventory, which judges whose an object is by its own
+    record too), else only of those this session did not make (`part_violations` reads no more)."""
     scene = bpy.context.scene
     in_scene = {o.as_pointer() for o in scene.objects}
     # One pass over the scene's collections (obj.users_collection searches every collection
@@ -226,18 +231,19 @@ def inventory(k):
     for obj in bpy.data.objects:
         pointer = obj.as_pointer()
         data = obj.data
-        records[obj.name] = {
+        record = records[obj.name] = {
             "name": obj.name,
             "uid": stable_id(obj),
             "created": is_agents(k, obj),
             "data": data.name if data is not None else None,
             "collections": sorted(linked.get(pointer, ())),
             "in_scene": pointer in in_scene,
-            # keys(): the names in one call, not an RNA object per item (a third of the time).
-            "modifiers": obj.modifiers.keys(),
-            "constraints": obj.constraints.keys(),
-            "vertex_groups": obj.vertex_groups.keys(),
         }
+        if all_parts or not record["created"]:
+            # keys(): the names in one call, not an RNA object per item (a third of the time).
+            record["modifiers"] = obj.modifiers.keys()
+            record["constraints"] = obj.constraints.keys()
+            record["vertex_groups"] = obj.vertex_groups.keys()
     return records
 
 

@@ -227,7 +227,8 @@ class Kernel:
             return {"type": "result", "id": frame.get("id"), "envelope": envelope}
         if kind == "inventory":
             try:
-                envelope = ok({"objects": list(lock.inventory(self).values()), "blocks": lock.blocks(self)})
+                objects = list(lock.inventory(self, all_parts=True).values())
+                envelope = ok({"objects": objects, "blocks": lock.blocks(self)})
             except Exception as exc:  # noqa: BLE001 - a scene that cannot be listed is an answer
                 envelope = from_exception(exc)
             return {"type": "result", "id": frame.get("id"), "envelope": envelope}
