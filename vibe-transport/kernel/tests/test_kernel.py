@@ -33,6 +33,10 @@ class KernelTest(KernelCalls, unittest.TestCase):
         self.assertFalse(tools.glob_match("[C]ube", "Cube"))
         text = 'Traceback (most recent call last):\n  File "/home/ann/x.py", line 3, in run\n    boom()\nRuntimeError: cannot open /home/ann/a.blend'
         self.assertEqual(sanitize(text), "RuntimeError: cannot open a.blend")
+        # An operator's error as Blender raises it: the reason, not where the operator was called.
+        text = ('RuntimeError: Error: Python: Traceback (most recent call last):\n  File "/opt/b/node.py", line 9, '
+                'in execute\nRuntimeError: no settings for agent code\n\nLocation: /opt/b/ops.py:109\n')
+        self.assertEqual(sanitize(text), "RuntimeError: no settings for agent code")
 
     def test_names_are_never_taken_from_another_object(self):
         self.assertEqual(self.refused("mesh.create_cube", "invalid_arguments", name="Cube")["details"]["reason"], "name_taken")

@@ -336,6 +336,7 @@ class KernelStateTest(Base):
                 "    add(type='ShaderNodeMath', settings=[{'name': 'label', 'value': \"'evaluated'\"}])\n")
         answer = self.exec(code)
         self.assertFalse(answer["ok"], answer)
+        self.assertIn("evaluates a string as Python", answer["error"]["message"])  # the guard's own words
         self.assertFalse([n for m in bpy.data.materials if m.node_tree for n in m.node_tree.nodes
                           if n.label == "evaluated"])
         self.assertNotIn("eval", vars(node_operators))

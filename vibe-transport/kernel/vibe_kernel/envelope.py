@@ -58,11 +58,14 @@ def redact_paths(text):
 
 
 def sanitize(text):
-    """The useful last line of error text: no traceback, no frames, no absolute paths."""
+    """The useful last line of error text: no traceback, no frames, no absolute paths, and not
+    the `Location: file:line` an operator's error ends with (Blender appends where the operator
+    was called after the error its Python code raised, which is the line that says why)."""
     lines = [l.strip() for l in escape_surrogates(str(text)).splitlines() if l.strip()]
     keep = [l for l in lines
             if "Traceback (most recent call last)" not in l
             and not l.startswith('File "')
+            and not l.startswith("Location: ")
             and not set(l) <= set("^~ ")]
     line = keep[-1] if keep else "unknown error"
     line = _FRAME.sub("", line)
