@@ -728,6 +728,21 @@ const ISSUE_12_ESCAPES: &[(&str, &str)] = &[
         "import collections\ncollections.abc.Mapping.register(list)",
         "attribute_denied",
     ),
+    // `bl_rna` is read through every instance of a class (the kernel's reads too): a lazy map
+    // stored there ran when later code that only reads iterated it.
+    (
+        "import bpy\nC = type(bpy.data.lights[0])\nC.bl_rna = map(bpy.data.objects.remove, list(bpy.data.objects))",
+        "module_patch",
+    ),
+    (
+        "import bpy\n[type(bpy.data.cameras[0])][0].bl_rna = 1",
+        "module_patch",
+    ),
+    // A comprehension's target stores like a for loop's.
+    (
+        "import bpy\n[0 for type(bpy.data.objects[0]).hook in [1]]",
+        "module_patch",
+    ),
 ];
 
 /// Code an agent writes for real work: every one must pass.

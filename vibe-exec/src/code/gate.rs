@@ -69,11 +69,12 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use ruff_python_ast::visitor::{
-    Visitor, walk_annotation, walk_expr, walk_interpolated_string_element, walk_stmt,
+    Visitor, walk_annotation, walk_comprehension, walk_expr, walk_interpolated_string_element,
+    walk_stmt,
 };
 use ruff_python_ast::{
-    Arguments, Expr, ExprAttribute, ExprCall, ExprContext, InterpolatedStringElement, Stmt,
-    StringLiteral,
+    Arguments, Comprehension, Expr, ExprAttribute, ExprCall, ExprContext,
+    InterpolatedStringElement, Stmt, StringLiteral,
 };
 use ruff_text_size::{Ranged, TextSize};
 use unicode_normalization::UnicodeNormalization;
@@ -436,6 +437,11 @@ impl Checker<'_> {
             Expr::List(list) => list.elts.iter().for_each(|t| self.check_store(t)),
             Expr::Starred(starred) => self.check_store(&starred.value),
             Expr::Attribute(attribute) => {
+                if normalize(attribute.attr.as_str()) == "bl_rna" {
+                    let detail = "bl_rna is Blender's description of a class, read through every \
+                                  instance of it (the kernel's reads too)";
+                    self.flag("module_patch", detail.into(), attribute.attr.start());
+                }
                 let (_, base) = chain(attribute);
                 let through_type = matches!(base, Expr::Call(call) if is_name(&call.func, "type"));
                 let patched = self.resolve(target).is_some_and(|path| {
@@ -782,6 +788,12 @@ impl<'a> Visitor<'a> for Checker<'_> {
             _ => {}
         }
         walk_expr(self, expr);
+    }
+
+    fn visit_comprehension(&mut self, comprehension: &'a Comprehension) {
+        // `[0 for C.attr in [v]]` stores like a for loop.
+        self.check_store(&comprehension.target);
+        walk_comprehension(self, comprehension);
     }
 
     fn visit_string_literal(&mut self, literal: &'a StringLiteral) {

@@ -153,6 +153,10 @@ class GateTest(Base):
         ("module_patch", "import json\njson.dumps = print"),
         ("module_patch", "import time\ntime.monotonic = lambda: 0.0"),
         ("module_patch", "import random as r\nm = r\nm.random = lambda: 4"),
+        # bl_rna is read through every instance of a class; a comprehension's target stores
+        ("module_patch", "import bpy\nC = type(bpy.data.lights[0])\nC.bl_rna = map(print, [1])"),
+        ("module_patch", "import bpy\n[type(bpy.data.cameras[0])][0].bl_rna = 1"),
+        ("module_patch", "import bpy\n[0 for type(bpy.data.objects[0]).hook in [1]]"),
         ("kernel_access", "x = 'vibe_kernel.codeexec'"),
         ("import_not_allowed", "from typing import *"),
         ("import_not_allowed", "import re._parser"),

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bpy  # noqa: E402
 
 from kernel_case import KernelCalls, code_kernel  # noqa: E402
-from vibe_kernel import confine, module_views  # noqa: E402
+from vibe_kernel import confine, kernel_state, module_views  # noqa: E402
 
 
 def fingerprint():
@@ -161,6 +161,22 @@ class KernelStateTest(Base):
             "def spy(self, context):\n    pass\nm.append(spy)")
         self.assertEqual(error["details"]["changed"], ["VIEW3D_MT_mesh_add.draw"])
         self.assertEqual(menu.draw._draw_funcs, before)
+
+    def test_a_store_on_a_class_description_is_put_back(self):
+        # `bl_rna` is read through every instance of a class (`light.bl_rna`, the kernel's own
+        # reads): a lazy map stored there ran when later code that only reads iterated it. The
+        # gates refuse the store by name; the state check is the boundary behind them.
+        for cls in (type(bpy.data.lights[0]), type(bpy.data.objects[0]), type(bpy.context.scene.render)):
+            with self.subTest(cls=cls.__name__):
+                had = vars(cls).get("bl_rna")
+                watch = kernel_state.Watch()
+                watch.hook()
+                try:
+                    cls.bl_rna = map(print, [1])
+                finally:
+                    watch.unhook()
+                self.assertIn("%s.bl_rna" % cls.__name__, watch.changes(module_views.Views()))
+                self.assertIs(vars(cls).get("bl_rna"), had)
 
     def test_first_use_of_a_kind_and_the_codes_own_subclasses_are_not_changes(self):
         # bpy makes a class with functions of its own on the first use of a node kind or a pose;

@@ -209,6 +209,9 @@ class _Checker:
             elif isinstance(t, ast.Starred):
                 targets.append(t.value)
             elif isinstance(t, ast.Attribute):
+                if norm(t.attr) == "bl_rna":
+                    raise GateViolation("module_patch", "bl_rna is Blender's description of a class, read through "
+                                        "every instance of it (the kernel's reads too)", t)
                 base = t
                 while isinstance(base, ast.Attribute):
                     base = base.value
@@ -243,6 +246,9 @@ class _Checker:
 
     def visit_For(self, node, parent, in_annotation):
         self.check_store(node.target)
+
+    def visit_comprehension(self, node, parent, in_annotation):
+        self.check_store(node.target)  # `[0 for C.attr in [v]]` stores like a for loop
 
     visit_AsyncFor = visit_For
 

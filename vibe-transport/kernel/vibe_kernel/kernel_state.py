@@ -31,11 +31,12 @@ metaclass notes each store, put on only while agent code runs (Blender sets attr
 itself when it unregisters at exit). The others are compared with a copy of their attributes
 made before the run (~1,000 classes), and those bpy made during the run (on the first
 `type(x)` of their kind) with what bpy gives a new class (`bl_rna`, special names, RNA
-functions). Not
-compared: the code's own classes, `bl_rna`, which bpy sets itself, and special names, which
-agent code cannot spell (Python makes an empty `__annotations__` on the first read). This is the boundary for these objects
-in a kernel that lives on after agent code (the GUI add-on, an unconfined kernel); a jailed
-kernel that ran agent code is retired anyway.
+functions). A `bl_rna` that appears during the run passes only as the class's own description
+(bpy sets it on new classes, and on 3.4 on a class's first use). Not compared: the code's own
+classes and special names, which agent code cannot spell (Python makes an empty
+`__annotations__` on the first read). This is the boundary for these objects in a kernel that
+lives on after agent code (the GUI add-on, an unconfined kernel); a jailed kernel that ran agent
+code is retired anyway.
 
 Not covered here: timers (Blender cannot list them; agent code reaches bpy.app.timers only
 through bpy.app, whose view leaves them out, see module_views.py); classes not held by a
@@ -85,11 +86,23 @@ SHARED_MODULE_PREFIXES = ("bpy", "_bpy", "bl_", "bmesh", "addon_utils", "rna_", 
 
 
 def ignored(name):
-    """Names libraries set on shared classes themselves and agent code cannot spell: bl_rna,
-    which bpy sets when a class is first used (lazily on 3.4), and special names (the gate
-    refuses them as attributes; Python makes an empty `__annotations__` on the first read, as
-    `isinstance(1, typing.SupportsInt)` does)."""
-    return name == "bl_rna" or (name.startswith("__") and name.endswith("__"))
+    """Names libraries set on shared classes themselves and agent code cannot spell: special
+    names (the gate refuses them as attributes; Python makes an empty `__annotations__` on the
+    first read, as `isinstance(1, typing.SupportsInt)` does)."""
+    return name.startswith("__") and name.endswith("__")
+
+
+def bpy_description(cls, name, value):
+    """Whether `value`, which `cls` did not have under `name` before the run, is the `bl_rna`
+    bpy gives a class: its description (a `bpy.types.Struct`; on 3.4 an instance of the class
+    itself), which bpy sets when it makes the class and on 3.4 when the class is first used.
+    Anything else stored there (agent code can spell it: `C = type(x); C.bl_rna = map(...)`) is
+    read by every instance of the class, the kernel's own reads included."""
+    if name != "bl_rna":
+        return False
+    if type(value) is bpy.types.Struct:  # its own description, not another class's
+        return value.identifier in (cls.__name__, vars(cls).get("bl_idname"))
+    return type(value) is cls
 
 
 _MODULE_CLASSES = {"modules": -1, "classes": []}
@@ -150,8 +163,8 @@ def walk_bpy_classes():
 
 def made_during_run(known):
     """bpy's classes made since `known` (from walk_bpy_classes) whose stores the hook does not
-    see, with what bpy gives such a class: names `ignored` (its `bl_rna`, special names) and its
-    RNA functions (bpy_func: a node type's `input_template`), which run nothing when read. bpy
+    see, with what bpy gives such a class: names `ignored` (special names) and its RNA
+    functions (its `bl_rna` is checked as `bpy_description`) (bpy_func: a node type's `input_template`), which run nothing when read. bpy
     makes one for a kind of data the first time code reaches it (`type(scene.render)`), and code
     could store on it before the run ends; the first walk cannot have listed it."""
     rna_function = bpy.types.bpy_func
@@ -421,7 +434,8 @@ class Watch:
                 if not ignored(name) and now.get(name, MISSING) is not before.get(name, MISSING):
                     NOTED.setdefault((cls, name), before.get(name, MISSING))
         for (cls, name), value in list(NOTED.items()):
-            if ignored(name) or vars(cls).get(name, MISSING) is value:
+            now = vars(cls).get(name, MISSING)
+            if ignored(name) or now is value or (value is MISSING and bpy_description(cls, name, now)):
                 continue  # bpy's own, or stored and put back by the code itself
             try:  # the class's own metaclass puts it back (bpy's unregisters a property it made)
                 if value is MISSING:
