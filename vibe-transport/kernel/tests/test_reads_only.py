@@ -163,13 +163,19 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
         targets = ["bpy.data.objects['Cube']", "bpy.context.scene.render"]
         if found is not None:
             targets.append("bpy.context.scene.%s" % found[0])
-        for target in targets:
+        # And on a method of such a class: a bound method's attribute reads fall through to its
+        # function's (a helper's attack: every object deleted by `print(list(...))`).
+        methods = ["bpy.data.meshes['Cube'].from_pydata", "bpy.context.window_manager.popup_menu"]
+        stashes = [(target, "t = type(%s)" % target) for target in targets]
+        stashes += [(method, "t = type(%s).%s" % tuple(method.rsplit(".", 1))) for method in methods]
+        for target, bind in stashes:
             with self.subTest(target=target):
-                stash = ("import bpy\nt = type(%s)\nt.vibe_hook = map(bpy.data.objects.remove, "
-                         "[bpy.data.objects['Cube']])" % target)
+                stash = ("import bpy\n%s\nt.vibe_hook = map(bpy.data.objects.remove, "
+                         "[bpy.data.objects['Cube']])" % bind)
                 error = self.failure(stash, "contract_violation")
                 self.assertEqual(error["details"]["rule"], "kernel_state", error)
-                self.assertTrue(any(c.endswith(".vibe_hook") for c in error["details"]["changed"]), error)
+                self.assertTrue(any(c.endswith((".vibe_hook", "(attributes of the function)"))
+                                    for c in error["details"]["changed"]), error)
                 self.assertTrue(agent_code.WRITING_CODE_RAN)
                 reader = "import bpy\nprint(len(list(%s.vibe_hook)))" % target
                 self.assertTrue(self.classified(reader) and read_only.reaches_no_leftovers(code_gate.parse(reader)))

@@ -8,7 +8,8 @@ after each run that may write (the read-only proof stores into nothing but its o
   bpy's Python side and of the kernel define or hold (a patched `json.JSONEncoder.encode` writes
   the kernel's next answers; `type(bpy.ops.mesh.primitive_cube_add).idname_py` runs in the
   kernel's next save), and bpy's classes, which the code reaches through `type(x)`
-  (`Context.copy`, a panel's `draw`, `Mesh.from_pydata`);
+  (`Context.copy`, a panel's `draw`, `Mesh.from_pydata`), with the attributes of the functions
+  they hold (`mesh.from_pydata.x`, a bound method, reads the function's `x`) and their `bl_rna`;
 - the draw-function lists of menus, panels and headers (`Menu.append(f)`: f runs on redraw);
 - the key configurations, key maps and key map items of the window manager (an item added
   runs its operator on a key press in the GUI; they are not in the .blend, so no rollback
@@ -41,12 +42,15 @@ code is retired anyway.
 Not covered here: timers (Blender cannot list them; agent code reaches bpy.app.timers only
 through bpy.app, whose view leaves them out, see module_views.py); classes not held by a
 module at its top level; changes to existing key map items in place; objects the modules
-share beyond their views' copies (a function's own attributes, containers inside containers),
-which agent_code.WRITING_CODE_RAN answers for the read-only path (read_only.reaches_no_leftovers:
-code that reaches only Blender's data, whose Python side is the classes compared here).
+share beyond their views' copies (the attributes of a module's functions, containers inside
+containers, containers held on a class changed in place), which agent_code.WRITING_CODE_RAN
+answers for the read-only path (read_only.reaches_no_leftovers: code that reaches only Blender's
+data, whose Python side is the classes compared here and the attributes of the functions they
+hold, which a method read through an instance reads).
 """
 
 import sys
+import types
 import weakref
 
 import bpy
@@ -146,12 +150,12 @@ def bpy_classes():
     return found
 
 
-def walk_bpy_classes():
-    """bpy's classes whose stores the hook does not see (their metaclass is not the hooked
-    one), the draw-function lists of menus, panels and headers (`Menu.append(f)` grows one
-    without storing on the class), and the ids of all bpy's classes."""
+def walk_bpy_classes(classes):
+    """Of bpy's `classes`: those whose stores the hook does not see (their metaclass is not the
+    hooked one), the draw-function lists of menus, panels and headers (`Menu.append(f)` grows
+    one without storing on the class), and the ids of all."""
     unhooked, draw_lists, known = [], [], set()
-    for cls in bpy_classes():
+    for cls in classes:
         known.add(id(cls))
         if not hooked(cls):
             unhooked.append(cls)
@@ -159,6 +163,53 @@ def walk_bpy_classes():
         if isinstance(draw_funcs, list):
             draw_lists.append(("%s.draw" % cls.__name__, draw_funcs, list(draw_funcs)))
     return unhooked, draw_lists, known
+
+
+_CLASS_FUNCTIONS = {"key": None, "functions": []}
+
+
+def class_functions(classes):
+    """The Python functions `classes` hold (methods, class and static methods), listed again
+    only when the number of classes changed (a class store is compared on its own). A method
+    read through an instance is a bound method, whose attribute reads fall through to the
+    function's own attributes: `mesh.from_pydata.spy` reads what `type(mesh).from_pydata.spy =
+    ...` stored, through Blender's data alone."""
+    if _CLASS_FUNCTIONS["key"] != len(classes):
+        found, seen = [], set()
+        for cls in classes:
+            for value in list(vars(cls).values()):
+                if isinstance(value, (classmethod, staticmethod)):
+                    value = value.__func__
+                if isinstance(value, types.FunctionType) and id(value) not in seen:
+                    seen.add(id(value))
+                    found.append(value)
+        _CLASS_FUNCTIONS.update(key=len(classes), functions=found)
+    return _CLASS_FUNCTIONS["functions"]
+
+
+def function_attributes(functions):
+    """[(function, a copy of its attributes, or None when it has none)]: bpy's own functions
+    hold almost none (a draw function's `_draw_funcs`), so most cost a length."""
+    return [(function, dict(now) if (now := vars(function)) else None) for function in functions]
+
+
+def function_changes(before):
+    """Puts back the attributes of the functions in `before` (from function_attributes) and
+    names those changed."""
+    changed = []
+    for function, had in before:
+        now = vars(function)
+        if had is None:
+            if not now:
+                continue
+            had = {}
+        elif len(now) == len(had) and all(now.get(name, MISSING) is value for name, value in had.items()):
+            continue
+        for name in set(now) - set(had):
+            del now[name]
+        now.update(had)
+        changed.append("%s (attributes of the function)" % function.__qualname__)
+    return changed
 
 
 def made_during_run(known):
@@ -386,12 +437,15 @@ class Watch:
 
     def __init__(self):
         NOTED.clear()
-        unhooked, draw_lists, self.known = walk_bpy_classes()
+        every = bpy_classes()
+        unhooked, draw_lists, self.known = walk_bpy_classes(every)
         self.lists = [("bpy.app.handlers.%s" % name, items, list(items)) for name, items in handler_lists()]
         self.lists += draw_lists
         classes = {id(cls): cls for cls in unhooked}
         classes.update((id(cls), cls) for cls in module_classes())
         self.classes = [(cls, dict(vars(cls))) for cls in classes.values()]
+        self.functions = function_attributes(class_functions(
+            every + [cls for cls in classes.values() if id(cls) not in self.known]))
         self.key_maps = key_maps()
         self.texts = registered_texts()
         # Plain values and lengths only: no reference to Blender's structs outlives the check.
@@ -446,6 +500,7 @@ class Watch:
                 pass
             changed.append("%s.%s" % (cls.__name__, name))
         NOTED.clear()
+        changed += function_changes(self.functions)
         changed += key_map_changes(self.key_maps)
         changed += preference_changes(self.preferences)
         changed += ["text %s (registered as a module)" % text.name for text in bpy.data.texts
