@@ -28,10 +28,11 @@
 //!
 //! The tools: `object.info` (of `E0500`), `object.move` (of the Cube), `scene.snapshot`, and
 //! `python.exec` outside a transaction, in a kernel where code that writes ran (it filled the
-//! scene): of `print(1)`, of a read of `bpy.data` (`python.exec_read`; both proven read-only and
-//! reaching nothing earlier code could leave behind: no rollback point), and of code that may
-//! write (`python.exec_write`: the rollback point, the actuator lock's inventories and the
-//! kernel state check). After the criterion runs, a summary prints
+//! scene): of `print(1)` (proven read-only and reaching nothing earlier code could leave
+//! behind: no rollback point), of a read of `bpy.data` (`python.exec_read`: read-only, but
+//! Blender's data leads to what earlier code could leave, so it takes the rollback point), and of
+//! code that may write (`python.exec_write`: the rollback point, the actuator lock's inventories
+//! and the kernel state check). After the criterion runs, a summary prints
 //! each ratio the speed targets name, from the medians of this run. Without `VIBE_BPY_PYTHON`
 //! it prints SKIPPED and measures nothing.
 
@@ -584,7 +585,10 @@ fn summary(figures: &Figures) {
     }
     for (label, what) in [
         ("python.exec", "print(1)"),
-        ("python.exec_read", "a read of bpy.data"),
+        (
+            "python.exec_read",
+            "a read of bpy.data (rollback point, lock, state check)",
+        ),
         (
             "python.exec_write",
             "code that may write (rollback point, lock, state check)",

@@ -61,47 +61,25 @@ def reads_only(tree):
 
 # What read-only code may import and still reach nothing earlier agent code could have left
 # behind: modules made of built-in functions, C types and numbers (their views are made per run,
-# and nothing in them takes a Python attribute), and of bpy only `data` and `context`.
+# and nothing in them takes a Python attribute).
 LEFTOVER_FREE_MODULES = ("math", "mathutils")
-LEFTOVER_FREE_BPY = frozenset(["data", "context"])
 
 
 def reaches_no_leftovers(tree):
     """Whether code proven read-only (`reads_only`) reaches nothing that code which wrote before
     it in this process could have left there to run when read. Earlier code can stash an object
     that runs its own code when iterated or printed (a lazy `map`, an instance of a class of its
-    own) where a later call reads it: on a function's attributes, in a container a module
-    shares, on a class bpy made during that run (see agent_code.WRITING_CODE_RAN). Code that
-    imports nothing but `math` and `mathutils` (built-in functions and C types, which take no
-    Python attributes), and `bpy` only as `bpy.data` and `bpy.context` (Blender's data, whose
-    Python side is its classes, compared after every writing run by kernel_state.Watch, classes
-    bpy made during the run included), reaches only built-ins, its own values and Blender's
-    data: it keeps the fast path after writing code ran. Checked on the text: every name an
-    import binds to bpy is only ever read as the base of `.data` or `.context`; any other use of
-    it (`b = bpy`, `bpy.path`, `bpy.app`) and any other import takes the rollback point."""
-    parents = {}
+    own) where a later call reads it: on a function's attributes, in a container a module or a
+    class holds, on a class's `bl_rna` (see agent_code.WRITING_CODE_RAN). Code that imports
+    nothing but `math` and `mathutils` (their views hold built-in functions and C types, which
+    take no Python attribute) reaches only built-ins and its own values: it keeps the fast path
+    after writing code ran. `bpy` does not qualify: Blender's data leads through its classes to
+    Python objects that take attributes (a method read through an instance reads its function's
+    attributes, a class holds sets and dicts that can be changed in place), which the kernel
+    state check compares only in part; such code takes the rollback point."""
     for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
-    bpy_names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name == "bpy":
-                    bpy_names.add(alias.asname or "bpy")
-                elif alias.name not in LEFTOVER_FREE_MODULES:
-                    return False
-        elif isinstance(node, ast.ImportFrom):
-            if node.level or node.module not in LEFTOVER_FREE_MODULES:
-                return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in bpy_names:
-            parent = parents.get(node)
-            if not (isinstance(node.ctx, ast.Load) and isinstance(parent, ast.Attribute) and parent.value is node
-                    and parent.attr in LEFTOVER_FREE_BPY):
-                return False
-        # A name a math import binds may also be bound to bpy elsewhere: `import bpy as math`.
-        if isinstance(node, ast.alias) and (node.asname or node.name).split(".")[0] in bpy_names \
-                and node.name != "bpy":
+        if isinstance(node, ast.Import) and any(alias.name not in LEFTOVER_FREE_MODULES for alias in node.names):
+            return False
+        if isinstance(node, ast.ImportFrom) and (node.level or node.module not in LEFTOVER_FREE_MODULES):
             return False
     return True
