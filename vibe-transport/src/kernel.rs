@@ -37,59 +37,47 @@
 //!
 //! ## Live figures
 //!
-//! `VIBE_BPY_PYTHON=... cargo bench --bench live_kernel`, measured 2026-11-24 on a 2-core Linux
-//! VM (Firecracker) with bpy 5.0.1 headless over stdio, five runs (the third after the audit
-//! and code-gate changes of that day, the last two after the snapshot-sealing and startup-heap
-//! changes); each figure beside baselines of the same run (the bench prints the ratios;
-//! reported, not asserted):
+//! `VIBE_BPY_PYTHON=... cargo bench --bench live_kernel`, measured 2026-11-25 on a 2-core Linux
+//! VM (Firecracker) with bpy 5.0.1 headless over stdio, three runs (the third run's 4,000-object
+//! group left out: another Blender competed for the CPU); each figure beside baselines of the
+//! same run (the bench prints the ratios; reported, not asserted). The README's speed section
+//! has the full table.
 //!
-//! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects: ~11 us in-process,
-//!   12.8-13.2 us with the kernel's JSON work (the call frame's line decoded, the answer
-//!   encoded; a scene index answers collection membership and names, instead of Blender's
-//!   per-object scans: it was 54 / 90 / 164 us before). A result is encoded once: `ok` keeps the
-//!   text its JSON-safety check encoded (`envelope.Checked`), and the answer is written around
-//!   it with the id's own text (the JSON encoder cost ~0.65 us per answer; it was 14 us with JSON).
-//!   Through the transport 21.0-22.4 us: 1.59-1.74x the handler with JSON (it was 23.5-25 us,
-//!   1.68-1.77x), 1.18-1.28x the machine's floor plus the handler. The floor (the same Python
-//!   answering a ready line over pipes, no Blender, both sides polling before they sleep) is
-//!   4.6 us; the bridge against a kernel that answers at once is 8.7 us, so the bridge's own
-//!   share is ~4 us, of which parsing the answer into an [`Envelope`](vibe_errors::Envelope)
-//!   is 1-1.5 us (serde_json's `Value`). The kernel runs a quick lone call straight from its
-//!   loop. It was ~130-145 us on 2026-11-23: the kernel read frames on a thread of its own and handed
-//!   each to the main thread, and both sides slept between frames; waking a sleeping CPU of this
-//!   VM costs ~30-60 us. The stdio kernel now reads on its main thread and both sides poll
-//!   briefly before they sleep (PROTOCOL.md §5).
-//! * Batched (100 calls in one frame): 16.3-16.8 us per call (it was 17-18), 1.26-1.32x the
-//!   handler with JSON. The same 100 calls made at once without a batch: ~18 us per call.
-//! * Through the pipeline with the audit writer on a file: 25.7-27.5 us (it was 29-31), 1.18-1.28x
-//!   the transport; the audit writer adds 9-21% (it was 14-43%; 10-12% in the third run, where
-//!   rendering a call's two records cost its caller ~0.3 us less, 9-18% in the last two). Callers
-//!   render their records (redacted as they are written, straight from the call's arguments and its
-//!   envelope, no copy) and the writer's thread only chains and writes them, waking once per burst:
-//!   its CPU per second of calls fell from ~145 to ~55 ms, which on two cores is taken from the
-//!   caller or from Blender.
-//! * `object.move`: ~21 us in-process, ~24 us with JSON, 37-39 us through the transport (it was
-//!   41-42), 43-45 us through the pipeline.
-//! * `scene.snapshot`, last two runs: 12-13 / 25-26 / 52-53 ms in-process with JSON at 1k /
-//!   2k / 4k objects (linear; it was quadratic), 13-14 / 27-28 / 57-60 ms through the
-//!   transport: 4k is 2.06-2.14x 2k. Through the pipeline with audit 16 / 33-34 / 70-73 ms (it
-//!   was 22-23 / 47-49 / 110-112): the pipeline's return stage seals the snapshot (its
-//!   fingerprints and indices) over the parts where they lie, where it fingerprinted copies of
-//!   every object and of the whole snapshot; sealing 4k objects takes ~8 ms. The transport's
-//!   figures fell in the same runs (4k: 69-71 -> 57-60 ms), beside the headless kernel's frozen
-//!   startup heap (a snapshot allocates enough to set off Python's full collections); the two
-//!   were not measured apart. The transport does not seal.
-//! * `python.exec` of `print(1)` outside a transaction at 1,000 objects: 0.17-0.18 ms through
-//!   the transport (it was 24 ms): code the kernel proves read-only needed no rollback point.
-//!   Since 2026-11-24 (after these runs) that holds only while no agent code that may write has
-//!   run in the kernel's process: what such code leaves on a module runs when later code reads
-//!   it. The bench fills its scenes with agent code, so its next runs time this call with a
-//!   rollback point. Code that writes, and any code after it, saves a rollback point and takes the
-//!   lock's inventories: ~18 ms at 1,000 objects, in-process. Through the pipeline 0.18-0.23 ms,
-//!   1.02-1.36x the transport (last three runs; it was 0.38-0.60 ms): the bridge's code gate parses
-//!   on a stack segment of the caller's thread, where handing each parse to a thread of its own and
-//!   back cost 130-170 us beside a kernel answering agent code (thread wake-ups on a busy 2-vCPU
-//!   VM), 10x the parse.
+//! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects (4k / 1k: 1.01-1.07x):
+//!   8.6-9.5 us in-process, 10.5-11.4 us with the kernel's JSON work (the call frame's line
+//!   decoded, the answer encoded) on a scene made by agent code, as the bench's kernels make
+//!   theirs. A scene index answers collection membership and names instead of Blender's
+//!   per-object scans (it was 54 / 90 / 164 us before), and a result is encoded once (`ok`
+//!   keeps the text its JSON-safety check encoded, `envelope.Checked`). Through the transport
+//!   18.0-19.6 us: 1.69-1.85x the handler with JSON, ~1.25x the machine's floor plus the
+//!   handler. The floor (the same Python answering a ready line over pipes, no Blender, both
+//!   sides polling before they sleep) is 4.0-4.3 us; the bridge against a kernel that answers
+//!   at once is 8.4-9.4 us, so the bridge's own share is ~4.5 us, of which parsing the answer
+//!   into an [`Envelope`](vibe_errors::Envelope) is 1-1.5 us (serde_json's `Value`). The kernel
+//!   runs a quick lone call straight from its loop, reading on its main thread; both sides poll
+//!   briefly before they sleep (PROTOCOL.md §5): waking a sleeping CPU of this VM costs ~30-60 us.
+//! * Batched (100 calls in one frame): 14.2-15.1 us per call, 1.31-1.40x the handler with JSON.
+//!   In-process, a batch's calls cost what lone calls do once the startup heap is frozen (a
+//!   batch allocates enough to set off Python's collections often). The same 100 calls made at
+//!   once without a batch: 15.4-16.9 us per call.
+//! * Through the pipeline with the audit writer on a file: 22.8-24.6 us, 1.19-1.36x the
+//!   transport; the audit writer adds 10-21%. Callers render their records (redacted as they are
+//!   written) and the writer's thread only chains and writes them, waking once per burst.
+//! * `object.move`: 19.4-20.9 us with JSON, 29.3-31.9 us through the transport, 34.7-36.7 us
+//!   through the pipeline.
+//! * `scene.snapshot`: 12.7-16.3 / 28.1-31.9 / 62.0-67.0 ms in-process with JSON at 1k / 2k /
+//!   4k objects (linear), 15.2-16.6 / 31.7-34.1 / 63.7-64.0 ms through the transport (4k / 2k:
+//!   1.87-1.93x), 15.6-20.7 / 34.9-40.5 / 79-84 ms through the pipeline, whose return stage
+//!   seals the snapshot (its fingerprints and indices) over the parts where they lie.
+//! * `python.exec` outside a transaction, in a kernel where code that writes ran (the bench's
+//!   scenes are made by agent code): `print(1)` 0.18-0.21 ms through the transport, with no
+//!   rollback point (code proven read-only that imports nothing but `math` and `mathutils`
+//!   reaches nothing earlier code could leave behind); a read of `bpy.data` 27.5 ms at 1,000
+//!   objects and code that may write 24.7 ms (third run): a `.blend` rollback point, the actuator
+//!   lock's inventories before and after, and the kernel state check (~2,700 classes and ~4,400
+//!   functions compared), all growing with the scene (~40 ms at 2,000). Through the pipeline
+//!   `print(1)` is 1.06-1.41x the transport: the bridge's code gate parses on a stack segment of
+//!   the caller's thread.
 //! * `transaction.begin` + `rollback` saves a copy and reopens it: it grows with the scene.
 
 use std::path::{Path, PathBuf};
