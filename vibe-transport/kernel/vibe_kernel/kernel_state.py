@@ -32,8 +32,9 @@ metaclass notes each store, put on only while agent code runs (Blender sets attr
 itself when it unregisters at exit). The others are compared with a copy of their attributes
 made before the run (~1,000 classes), and those bpy made during the run (on the first
 `type(x)` of their kind) with what bpy gives a new class (`bl_rna`, special names, RNA
-functions). A `bl_rna` that appears during the run passes only as the class's own description
-(bpy sets it on new classes, and on 3.4 on a class's first use). Not compared: the code's own
+functions). A `bl_rna` that appears, changes or goes during the run passes only as a
+description of a struct or none (bpy sets it on new classes, on 3.4 on a class's first use, on
+5.2 anew or not at all during some operators). Not compared: the code's own
 classes and special names, which agent code cannot spell (Python makes an empty
 `__annotations__` on the first read). This is the boundary for these objects in a kernel that
 lives on after agent code (the GUI add-on, an unconfined kernel); a jailed kernel that ran agent
@@ -97,16 +98,17 @@ def ignored(name):
 
 
 def bpy_description(cls, name, value):
-    """Whether `value`, which `cls` did not have under `name` before the run, is the `bl_rna`
-    bpy gives a class: its description (a `bpy.types.Struct`; on 3.4 an instance of the class
-    itself), which bpy sets when it makes the class and on 3.4 when the class is first used.
-    Anything else stored there (agent code can spell it: `C = type(x); C.bl_rna = map(...)`) is
-    read by every instance of the class, the kernel's own reads included."""
+    """Whether `value`, now under `name` in `cls` (MISSING: not there), is what bpy leaves as a
+    class's `bl_rna`: a description of a struct (a `bpy.types.Struct`; on 3.4 an instance of the
+    class itself), or none. bpy sets it when it makes a class, on 3.4 when the class is first
+    used, and on 5.2 anew or not at all during some operators (`object.quick_fur` rebuilds the
+    geometry-node interface structs and frees the old ones: putting an old description back
+    would leave a dangling one). None of these runs code when read. Anything else there (agent
+    code can spell it: `C = type(x); C.bl_rna = map(...)`) is read by every instance of the
+    class, the kernel's own reads included."""
     if name != "bl_rna":
         return False
-    if type(value) is bpy.types.Struct:  # its own description, not another class's
-        return value.identifier in (cls.__name__, vars(cls).get("bl_idname"))
-    return type(value) is cls
+    return value is MISSING or type(value) is bpy.types.Struct or type(value) is cls
 
 
 _MODULE_CLASSES = {"modules": -1, "classes": []}
@@ -489,7 +491,7 @@ class Watch:
                     NOTED.setdefault((cls, name), before.get(name, MISSING))
         for (cls, name), value in list(NOTED.items()):
             now = vars(cls).get(name, MISSING)
-            if ignored(name) or now is value or (value is MISSING and bpy_description(cls, name, now)):
+            if ignored(name) or now is value or bpy_description(cls, name, now):
                 continue  # bpy's own, or stored and put back by the code itself
             try:  # the class's own metaclass puts it back (bpy's unregisters a property it made)
                 if value is MISSING:
