@@ -202,6 +202,15 @@ class GateTest(Base):
                     code_gate.check(code_gate.parse(code))
                 self.assertEqual(caught.exception.rule, rule)
 
+    def test_a_refusal_of_bpy_types_says_what_to_write_instead(self):
+        # The most common refusal of benign code (`isinstance(m, bpy.types.SubsurfModifier)`,
+        # `isinstance(e, bmesh.types.BMVert)`): the message names the ways that do pass.
+        for code in ("import bpy\nisinstance(1, bpy.types.Mesh)", "import bmesh\nisinstance(1, bmesh.types.BMVert)"):
+            with self.assertRaises(code_gate.GateViolation) as caught:
+                code_gate.check(code_gate.parse(code))
+            self.assertEqual(caught.exception.rule, "module_attribute")
+            self.assertIn("bl_idname", str(caught.exception))
+
     def test_classes_run(self):
         code = (
             "class Vec:\n"

@@ -165,6 +165,9 @@ def identifier_rule(name, use):
         return "frame_access", "frames, code and tracebacks reach other modules' globals and the real builtins"
     if use != ATTRIBUTE and name in DENIED_NAMES:
         return "builtin_denied", "not available to agent code"
+    if use != NAME and name == "types":
+        return ("module_attribute", "bpy.types and bmesh.types (and Python's types module) hold the classes "
+                "Blender registers and code patches; compare `obj.type` or `bl_idname`, or use `type(x)`")
     if use != NAME and name in MODULE_ATTRIBUTES:
         return "module_attribute", "a module off the import allowlist, re-exported by an allowed one"
     if use != NAME and (name in DENIED_ATTRIBUTES or name.startswith(("register_", "unregister")) or "driver" in name):
