@@ -211,6 +211,13 @@ class GateTest(Base):
             self.assertEqual(caught.exception.rule, "module_attribute")
             self.assertIn("bl_idname", str(caught.exception))
 
+    def test_a_builtin_agent_code_does_not_get_is_named_as_such(self):
+        answer = self.k.call("python.exec", {"code": "print(hasattr(1, 'real'))"})
+        self.assertEqual(answer["error"]["code"], "execution_failed", answer)
+        self.assertEqual(answer["error"]["message"], "NameError: hasattr is a Python builtin not available to agent code")
+        answer = self.k.call("python.exec", {"code": "print(hasattrs)"})  # a plain typo reads as before
+        self.assertIn("name 'hasattrs' is not defined", answer["error"]["message"])
+
     def test_classes_run(self):
         code = (
             "class Vec:\n"

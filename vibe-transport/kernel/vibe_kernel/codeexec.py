@@ -117,8 +117,13 @@ class CappedOutput(io.StringIO):
 
 
 def describe(exc):
-    """One line for an exception of the agent's code (runs while the deadline still applies)."""
+    """One line for an exception of the agent's code (runs while the deadline still applies). A
+    NameError of one of Python's builtins that agent code does not get (`hasattr`, `open`) says
+    so, where Python's own message reads like a typo."""
     try:
+        if (type(exc) is NameError and isinstance(exc.name, str) and exc.name in vars(builtins)
+                and exc.name not in SAFE_BUILTINS):
+            return "NameError: %s is a Python builtin not available to agent code" % exc.name
         return "".join(traceback.format_exception_only(type(exc), exc))
     except Interrupted:
         raise
