@@ -498,14 +498,7 @@ fn summary(figures: &Figures) {
     };
     eprintln!("\n== live_kernel summary (medians of this run)");
     for size in SIZES {
-        for label in [
-            "object.info",
-            "object.move",
-            "scene.snapshot",
-            "python.exec",
-            "python.exec_read",
-            "python.exec_write",
-        ] {
+        for (label, _, _) in tools() {
             let cells: Vec<String> = ["in_process", "in_process_json", "transport", "pipeline"]
                 .iter()
                 .map(|way| match us(&format!("{size}/{way}/{label}")) {

@@ -24,6 +24,14 @@ class KernelCalls:
         self.assertTrue(answer["ok"], "%s %r: %r" % (tool, params, answer))
         return answer["result"]
 
+    def exec_error(self, code, error_code):
+        """python.exec of `code` fails with `error_code`; its error (`refused` takes `code` for
+        the error code, which python.exec needs for its parameter)."""
+        answer = self.call("python.exec", code=code)
+        self.assertFalse(answer["ok"], "%r ran: %r" % (code, answer))
+        self.assertEqual(answer["error"]["code"], error_code, answer)
+        return answer["error"]
+
     def refused(self, tool, code, **params):
         answer = self.call(tool, **params)
         self.assertFalse(answer["ok"], "%s %r succeeded" % (tool, params))

@@ -41,16 +41,12 @@ class Base(KernelCalls, unittest.TestCase):
         return self.ok("python.exec", code=code)["stdout"]
 
     def failed(self, code, says):
-        answer = self.exec(code)
-        self.assertEqual(answer["error"]["code"], "execution_failed", answer)
-        self.assertIn(says, answer["error"]["message"])
+        self.assertIn(says, self.exec_error(code, "execution_failed")["message"])
 
     def refused_kernel_state(self, code):
-        answer = self.exec(code)  # (KernelCalls.refused takes `code` for the error code)
-        self.assertFalse(answer["ok"], "%r ran: %r" % (code, answer))
-        error = answer["error"]
-        self.assertEqual((error["code"], error["details"].get("reason"), error["details"].get("rule")),
-                         ("contract_violation", "security_block", "kernel_state"), error)
+        error = self.exec_error(code, "contract_violation")
+        self.assertEqual((error["details"].get("reason"), error["details"].get("rule")),
+                         ("security_block", "kernel_state"), error)
         self.assertTrue(error["details"]["rolled_back"], error)
         return error
 

@@ -114,12 +114,6 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
         if hasattr(bpy, "vibe_test_hook"):
             del bpy.vibe_test_hook
 
-    def failure(self, code, error_code):
-        answer = self.call("python.exec", code=code)
-        self.assertFalse(answer["ok"], answer)
-        self.assertEqual(answer["error"]["code"], error_code, answer)
-        return answer["error"]
-
     def classified(self, code):
         return read_only.reads_only(code_gate.parse(code))
 
@@ -197,7 +191,7 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
             with self.subTest(target=target):
                 stash = ("import bpy\n%s\nt.vibe_hook = map(bpy.data.objects.remove, "
                          "[bpy.data.objects['Cube']])" % bind)
-                error = self.failure(stash, "contract_violation")
+                error = self.exec_error(stash, "contract_violation")
                 self.assertEqual(error["details"]["rule"], "kernel_state", error)
                 self.assertTrue(any(c.endswith((".vibe_hook", "(attributes of the function)"))
                                     for c in error["details"]["changed"]), error)
@@ -205,7 +199,7 @@ class ReadsOnlyTest(KernelCalls, unittest.TestCase):
                 reader = "import bpy\nprint(len(list(%s.vibe_hook)))" % target
                 self.assertTrue(self.classified(reader))
                 before = snapshot.fingerprint()
-                error = self.failure(reader, "execution_failed")
+                error = self.exec_error(reader, "execution_failed")
                 self.assertIn("AttributeError", error["message"])
                 self.assertIn("Cube", bpy.data.objects)
                 self.assertEqual(snapshot.fingerprint(), before)

@@ -15,7 +15,8 @@ from .tools import req_str, tool
 # read (`list(bpy.hook)`, `print(...)`, an attribute) runs what they hold. The proof of
 # read_only.py is about the code's own text, so it holds only while no such object can exist:
 # once this is set, python.exec takes a rollback point and the lock's inventories, unless the
-# code also reaches nothing such an object can be on (read_only.reaches_no_leftovers).
+# code also reaches nothing such an object can be on (read_only.reaches_no_leftovers: it
+# imports nothing but math and mathutils).
 WRITING_CODE_RAN = False
 
 
@@ -26,8 +27,8 @@ def python_exec(k, params):
     snapshot headless, the last undo step in the GUI; see snapshot.Guard), inside a transaction too.
     Code that provably only reads (read_only.reads_only) has nothing to take back: it runs
     without the rollback point and the lock's inventories, as long as no other agent code ran
-    in this process (WRITING_CODE_RAN) or it reaches only Blender's data and built-ins
-    (read_only.reaches_no_leftovers)."""
+    in this process (WRITING_CODE_RAN) or it reaches nothing such code could leave behind
+    (read_only.reaches_no_leftovers: built-ins, math and mathutils only)."""
     from . import code_gate, codeexec, deadline, read_only
 
     global WRITING_CODE_RAN

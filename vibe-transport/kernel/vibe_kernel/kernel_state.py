@@ -111,7 +111,17 @@ def bpy_description(cls, name, value):
     return value is MISSING or type(value) is bpy.types.Struct or type(value) is cls
 
 
-_MODULE_CLASSES = {"modules": -1, "classes": []}
+def relisted(make):
+    """`make(*args)`, made again only when the key it is called with changes: lists that grow
+    only when a module is imported or a class made (the key is a count of those)."""
+    memo = {"key": None, "list": []}
+
+    def listed(key, *args):
+        if memo["key"] != key:
+            memo.update(key=key, list=make(*args))
+        return memo["list"]
+
+    return listed
 
 
 # metaclass -> whether the hook sees stores to its classes (a few metaclasses, ~1,000 classes).
@@ -167,7 +177,17 @@ def walk_bpy_classes(classes):
     return unhooked, draw_lists, known
 
 
-_CLASS_FUNCTIONS = {"key": None, "functions": []}
+@relisted
+def _class_functions(classes):
+    found, seen = [], set()
+    for cls in classes:
+        for value in list(vars(cls).values()):
+            if isinstance(value, (classmethod, staticmethod)):
+                value = value.__func__
+            if isinstance(value, types.FunctionType) and id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+    return found
 
 
 def class_functions(classes):
@@ -176,17 +196,7 @@ def class_functions(classes):
     read through an instance is a bound method, whose attribute reads fall through to the
     function's own attributes: `mesh.from_pydata.spy` reads what `type(mesh).from_pydata.spy =
     ...` stored, through Blender's data alone."""
-    if _CLASS_FUNCTIONS["key"] != len(classes):
-        found, seen = [], set()
-        for cls in classes:
-            for value in list(vars(cls).values()):
-                if isinstance(value, (classmethod, staticmethod)):
-                    value = value.__func__
-                if isinstance(value, types.FunctionType) and id(value) not in seen:
-                    seen.add(id(value))
-                    found.append(value)
-        _CLASS_FUNCTIONS.update(key=len(classes), functions=found)
-    return _CLASS_FUNCTIONS["functions"]
+    return _class_functions(len(classes), classes)
 
 
 def function_attributes(functions):
@@ -217,30 +227,34 @@ def function_changes(before):
 def made_during_run(known):
     """bpy's classes made since `known` (from walk_bpy_classes) whose stores the hook does not
     see, with what bpy gives such a class: names `ignored` (special names) and its RNA
-    functions (its `bl_rna` is checked as `bpy_description`) (bpy_func: a node type's `input_template`), which run nothing when read. bpy
-    makes one for a kind of data the first time code reaches it (`type(scene.render)`), and code
-    could store on it before the run ends; the first walk cannot have listed it."""
+    functions (`bpy_func`: a node type's `input_template`), which run nothing when read; its
+    `bl_rna` is judged by `bpy_description`. bpy makes such a class for a kind of data the first
+    time code reaches it (`type(scene.render)`), and code could store on it before the run
+    ends; the first walk cannot have listed it."""
     rna_function = bpy.types.bpy_func
     return [(cls, {name: value for name, value in vars(cls).items()
                    if ignored(name) or type(value) is rna_function})
             for cls in bpy_classes() if id(cls) not in known and not hooked(cls)]
 
 
+@relisted
+def _module_classes():
+    found, seen = [], set()
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in IMPORT_ALLOWLIST and not name.startswith(SHARED_MODULE_PREFIXES):
+            continue
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if (isinstance(value, type) and not value.__flags__ & IMMUTABLE_TYPE
+                    and id(value) not in seen and not hooked(value)):
+                seen.add(id(value))
+                found.append(value)
+    return found
+
+
 def module_classes():
     """The classes the shared modules define or hold, that Python lets code change and the hook
     does not see; listed again only when modules were imported since."""
-    if _MODULE_CLASSES["modules"] != len(sys.modules):
-        found, seen = [], set()
-        for name, module in list(sys.modules.items()):
-            if name.split(".")[0] not in IMPORT_ALLOWLIST and not name.startswith(SHARED_MODULE_PREFIXES):
-                continue
-            for value in list(getattr(module, "__dict__", {}).values()):
-                if (isinstance(value, type) and not value.__flags__ & IMMUTABLE_TYPE
-                        and id(value) not in seen and not hooked(value)):
-                    seen.add(id(value))
-                    found.append(value)
-        _MODULE_CLASSES.update(modules=len(sys.modules), classes=found)
-    return _MODULE_CLASSES["classes"]
+    return _module_classes(len(sys.modules))
 
 
 def handler_lists():
@@ -399,17 +413,17 @@ def _refuse_evaluation(*args, **kwargs):
                        "code")
 
 
-_EVALUATING_MODULES = {"modules": -1, "namespaces": []}
+@relisted
+def _evaluating_namespaces():
+    found = [getattr(module, "__dict__", None) for name, module in list(sys.modules.items())
+             if name.startswith(EVALUATING_MODULE_PREFIXES)]
+    return [names for names in found if isinstance(names, dict)]
 
 
 def evaluating_namespaces():
     """The globals of the modules EVALUATING_MODULE_PREFIXES name; listed again only when modules
     were imported since (as module_classes)."""
-    if _EVALUATING_MODULES["modules"] != len(sys.modules):
-        found = [getattr(module, "__dict__", None) for name, module in list(sys.modules.items())
-                 if name.startswith(EVALUATING_MODULE_PREFIXES)]
-        _EVALUATING_MODULES.update(modules=len(sys.modules), namespaces=[n for n in found if isinstance(n, dict)])
-    return _EVALUATING_MODULES["namespaces"]
+    return _evaluating_namespaces(len(sys.modules))
 
 
 class NoEvaluation:

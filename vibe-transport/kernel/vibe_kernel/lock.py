@@ -49,11 +49,11 @@ def stable_id(block):
     return "uid:%d" % uid if uid is not None else "ptr:%d" % block.as_pointer()
 
 
+_HAS_SESSION_UID = hasattr(bpy.types.ID, "session_uid")  # 4.x and later; fixed for the process
+
+
 def uses_addresses():
     return not _HAS_SESSION_UID
-
-
-_HAS_SESSION_UID = hasattr(bpy.types.ID, "session_uid")  # 4.x and later; fixed for the process
 
 
 def mark_created(k, block, kind):
