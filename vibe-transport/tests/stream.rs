@@ -180,6 +180,88 @@ async fn the_transport_numbers_its_requests_and_matches_each_answer() {
     assert_eq!(ids.len(), 40);
 }
 
+/// A kernel that answers the calls it reads in reverse order of each burst, several answers in
+/// one write and one answer's line split across two writes, then closes the stream after
+/// `answer_at_most` answers.
+async fn bursting_kernel<R, W>(reader: R, mut writer: W, answer_at_most: usize)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut frames = greet(reader, &mut writer).await;
+    let mut answered = 0;
+    let mut burst = Vec::new();
+    while answered < answer_at_most {
+        let Some(Ok(line)) = frames.next().await else {
+            return;
+        };
+        let Ok(Frame::Call { id, params, .. }) = Frame::parse(&line) else {
+            return;
+        };
+        burst.push((id, params["n"].clone()));
+        if burst.len() < 7 {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        for (id, n) in burst.drain(..).rev().take(answer_at_most - answered) {
+            let envelope = Envelope::Ok(json!({ "n": n }));
+            bytes.extend(Frame::Result { id, envelope }.to_line());
+            answered += 1;
+        }
+        let (first, rest) = bytes.split_at(bytes.len() / 2 + 1);
+        for part in [first, rest] {
+            writer.write_all(part).await.unwrap();
+            writer.flush().await.unwrap();
+            tokio::task::yield_now().await;
+        }
+    }
+    // The stream ends with calls still in flight.
+}
+
+/// Callers on several threads read answers while they wait (and the reader task reads when no
+/// caller does): every answer reaches the call it answers, whoever read it, and the end of the
+/// stream fails every call still in flight and every later one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_reaches_its_own_caller_whoever_reads_it() {
+    const CALLS: usize = 210;
+    const ANSWERED: usize = 140;
+    let (bridge, kernel) = tokio::io::duplex(64 * 1024);
+    let (r, w) = tokio::io::split(kernel);
+    tokio::spawn(bursting_kernel(r, w, ANSWERED));
+    let (r, w) = tokio::io::split(bridge);
+    let mut options = HandshakeOptions::default();
+    options.max_concurrent_calls = CALLS;
+    let connection = Arc::new(Connection::establish(r, w, options).await.unwrap());
+    let callers: Vec<_> = (0..CALLS)
+        .map(|n| {
+            let connection = Arc::clone(&connection);
+            tokio::spawn(async move {
+                let call = Call::new("object.info", json!({ "n": n }), DEADLINE);
+                (n, connection.call(call).await)
+            })
+        })
+        .collect();
+    let mut answered = 0;
+    for caller in callers {
+        let (n, answer) = caller.await.unwrap();
+        match answer {
+            Ok(envelope) => {
+                assert_eq!(envelope.result().unwrap()["n"], json!(n), "call {n}");
+                answered += 1;
+            }
+            Err(error) => assert!(
+                matches!(error, TransportError::ConnectionLost(_)),
+                "call {n}: {error:?}"
+            ),
+        }
+    }
+    assert_eq!(answered, ANSWERED);
+    let later = connection
+        .call(Call::new("object.info", json!({ "n": 0 }), DEADLINE))
+        .await;
+    assert!(matches!(later, Err(TransportError::Closed(_))), "{later:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cancel_the_kernel_answers_is_answered_by_the_kernel() {
     let (connection, _) = connect(OnCancel::Answer).await;

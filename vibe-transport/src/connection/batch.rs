@@ -151,7 +151,10 @@ impl Connection {
         let mut early: Vec<Option<Received>> = waiting.iter().map(|_| None).collect();
         // Answers come in order: each poll's window starts at the answer before.
         for ((position, _, receiver), slot) in waiting.iter_mut().zip(&mut early) {
-            match super::poll_briefly(receiver, self.busy_poll, &calls[*position].cancel).await {
+            match self
+                .poll_briefly(receiver, self.busy_poll, &calls[*position].cancel)
+                .await
+            {
                 Some(answer) => *slot = Some(answer),
                 None => break,
             }

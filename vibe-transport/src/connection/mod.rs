@@ -22,6 +22,7 @@ use crate::frame::{Frame, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig};
 use crate::transport::{CANCEL_GRACE, Call, Transport};
 
 mod batch;
+mod read;
 pub use batch::MAX_BATCH_CALLS;
 
 /// How the handshake goes.
@@ -107,10 +108,13 @@ impl Shared {
     }
 }
 
-/// A live protocol connection: the dispatcher task reads answers, a writer task sends frames.
+/// A live protocol connection: a reader task (and a waiting caller, in turn) reads answers, a
+/// writer task sends what callers do not write themselves.
 pub struct Connection {
     hello: Hello,
     shared: Arc<Shared>,
+    /// The read side: the reader task's, and a waiting caller's in turn.
+    read: read::SharedRead,
     outgoing: mpsc::Sender<Outgoing>,
     writer: SharedWriter,
     permits: Arc<Semaphore>,
@@ -157,7 +161,8 @@ impl Connection {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let mut frames =
+        let reader: Box<dyn AsyncRead + Send + Unpin> = Box::new(reader);
+        let mut frames: read::Frames =
             FramedRead::with_capacity(reader, LineCodec::new(options.max_frame_bytes), 64 * 1024);
         let mut writer = BufWriter::new(writer);
         let console = Arc::new(Mutex::new(Vec::new()));
@@ -256,10 +261,12 @@ impl Connection {
             receiver,
             Arc::clone(&shared),
         ));
-        tokio::spawn(read_loop(frames, Arc::clone(&shared)));
+        let read = read::shared_read(frames);
+        tokio::spawn(read::read_loop(Arc::clone(&read), Arc::clone(&shared)));
         Ok(Connection {
             hello,
             shared,
+            read,
             outgoing,
             writer,
             permits: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
@@ -480,7 +487,9 @@ impl Connection {
         cancel: &CancellationToken,
     ) -> Result<Envelope, TransportError> {
         let until = start + deadline;
-        let first = if let Some(answer) = poll_briefly(&mut receiver, self.busy_poll, cancel).await
+        let first = if let Some(answer) = self
+            .poll_briefly(&mut receiver, self.busy_poll, cancel)
+            .await
         {
             Some(answer)
         } else {
@@ -528,6 +537,34 @@ impl Connection {
             Err(_) => Err(self
                 .closed()
                 .unwrap_or_else(|| TransportError::ConnectionLost("waiter dropped".into()))),
+        }
+    }
+
+    /// The answer, if it comes within `window` (zero: if it is there already). Until then the
+    /// task reads what the stream has (the reader task's work, done here so that an answer
+    /// the runtime has just seen is not first handed through that task) and yields instead of
+    /// sleeping; each yield lets the runtime poll its I/O driver without blocking. Stops early
+    /// on a cancel.
+    async fn poll_briefly(
+        &self,
+        receiver: &mut oneshot::Receiver<Result<Envelope, TransportError>>,
+        window: Duration,
+        cancel: &CancellationToken,
+    ) -> Option<Result<Result<Envelope, TransportError>, oneshot::error::RecvError>> {
+        let until = std::time::Instant::now() + window;
+        loop {
+            read::help(&self.read, &self.shared);
+            match receiver.try_recv() {
+                Ok(answer) => return Some(Ok(answer)),
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    return Some(receiver.await);
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            if cancel.is_cancelled() || std::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::task::yield_now().await;
         }
     }
 
@@ -684,103 +721,6 @@ async fn write_loop(
             *slot = None;
             return;
         }
-    }
-}
-
-/// Reads answers and hands each to its waiter; any protocol violation halts the connection.
-async fn read_loop<R: AsyncRead + Unpin>(
-    mut frames: FramedRead<R, LineCodec>,
-    shared: Arc<Shared>,
-) {
-    loop {
-        let line = match frames.next().await {
-            Some(Ok(line)) => line,
-            Some(Err(CodecError::FrameTooLarge { max })) => {
-                shared.fail_all(TransportError::Protocol(format!(
-                    "the kernel sent a frame over {max} bytes"
-                )));
-                return;
-            }
-            Some(Err(CodecError::Io(e))) => {
-                shared.fail_all(TransportError::ConnectionLost(e.into()));
-                return;
-            }
-            None => {
-                shared.fail_all(TransportError::ConnectionLost(
-                    "the kernel closed the connection".into(),
-                ));
-                return;
-            }
-        };
-        match Frame::parse(&line) {
-            Ok(Frame::Result { id, envelope }) => {
-                let waiter = shared
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
-                match waiter {
-                    Some(waiter) => {
-                        let _ = waiter.send(Ok(envelope));
-                    }
-                    // A late answer to a call that timed out or was cancelled.
-                    None if id <= shared.highest_sent.load(Ordering::Relaxed) => {
-                        tracing::debug!(id, "discarding a late answer");
-                    }
-                    None => {
-                        shared.fail_all(TransportError::Protocol(format!(
-                            "answer for id {id}, which was never sent"
-                        )));
-                        return;
-                    }
-                }
-            }
-            Ok(Frame::Error { error }) => {
-                shared.fail_all(TransportError::Protocol(format!(
-                    "the kernel reported: {}",
-                    error.message
-                )));
-                return;
-            }
-            Ok(other) => {
-                let kind = other.kind();
-                shared.fail_all(TransportError::Protocol(format!(
-                    "unexpected `{kind}` frame from the kernel"
-                )));
-                return;
-            }
-            Err(e) => {
-                shared.fail_all(TransportError::Protocol(format!(
-                    "malformed frame from the kernel: {e}"
-                )));
-                return;
-            }
-        }
-    }
-}
-
-/// The answer, if it comes within `window` (zero: if it is there already). Until then the task
-/// yields instead of sleeping, and each yield lets the runtime poll its I/O driver without
-/// blocking, so the connection's reader task takes the answer in as soon as it is there. Stops
-/// early on a cancel.
-async fn poll_briefly(
-    receiver: &mut oneshot::Receiver<Result<Envelope, TransportError>>,
-    window: Duration,
-    cancel: &CancellationToken,
-) -> Option<Result<Result<Envelope, TransportError>, oneshot::error::RecvError>> {
-    let until = std::time::Instant::now() + window;
-    loop {
-        match receiver.try_recv() {
-            Ok(answer) => return Some(Ok(answer)),
-            Err(oneshot::error::TryRecvError::Closed) => {
-                return Some(receiver.await);
-            }
-            Err(oneshot::error::TryRecvError::Empty) => {}
-        }
-        if cancel.is_cancelled() || std::time::Instant::now() >= until {
-            return None;
-        }
-        tokio::task::yield_now().await;
     }
 }
 
