@@ -38,12 +38,12 @@
 //! ## Live figures
 //!
 //! `VIBE_BPY_PYTHON=... cargo bench --bench live_kernel`, measured 2026-11-25 on a 2-core Linux
-//! VM (Firecracker) with bpy 5.0.1 headless over stdio, three runs (the third run's 4,000-object
-//! group left out: another Blender competed for the CPU); each figure beside baselines of the
-//! same run (the bench prints the ratios; reported, not asserted). The README's speed section
-//! has the full table.
+//! VM (Firecracker) with bpy 5.0.1 headless over stdio, four runs (the fourth after callers
+//! began reading their own answers; the third run's 4,000-object group left out: another
+//! Blender competed for the CPU); each figure beside baselines of the same run (the bench
+//! prints the ratios; reported, not asserted). The README's speed section has the full table.
 //!
-//! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects (4k / 1k: 1.01-1.07x):
+//! * `object.info` costs the same at 1,000, 2,000 and 4,000 objects (4k / 1k: 0.99-1.07x):
 //!   8.6-9.5 us in-process, 10.5-11.4 us with the kernel's JSON work (the call frame's line
 //!   decoded, the answer encoded) on a scene made by agent code, as the bench's kernels make
 //!   theirs. A scene index answers collection membership and names instead of Blender's
@@ -51,33 +51,38 @@
 //!   keeps the text its JSON-safety check encoded, `envelope.Checked`). Through the transport
 //!   18.0-19.6 us: 1.69-1.85x the handler with JSON, ~1.25x the machine's floor plus the
 //!   handler. The floor (the same Python answering a ready line over pipes, no Blender, both
-//!   sides polling before they sleep) is 4.0-4.3 us; the bridge against a kernel that answers
-//!   at once is 8.4-9.4 us, so the bridge's own share is ~4.5 us, of which parsing the answer
-//!   into an [`Envelope`](vibe_errors::Envelope) is 1-1.5 us (serde_json's `Value`). The kernel
-//!   runs a quick lone call straight from its loop, reading on its main thread; both sides poll
-//!   briefly before they sleep (PROTOCOL.md §5): waking a sleeping CPU of this VM costs ~30-60 us.
+//!   sides polling before they sleep) is 4.0-5.1 us; the bridge against a kernel that answers
+//!   at once is 8.4-9.4 us, so the bridge's own share is 3.6-4.5 us, of which parsing the answer
+//!   into an [`Envelope`](vibe_errors::Envelope) is 1-1.5 us (serde_json's `Value`). A caller
+//!   waiting for its answer reads the stream itself, one scheduler round fewer per call. The
+//!   kernel runs a quick lone call straight from its loop, reading on its main thread; both
+//!   sides poll briefly before they sleep (PROTOCOL.md §5): waking a sleeping CPU of this VM
+//!   costs ~30-60 us.
 //! * Batched (100 calls in one frame): 14.2-15.1 us per call, 1.31-1.40x the handler with JSON.
 //!   In-process, a batch's calls cost what lone calls do once the startup heap is frozen (a
 //!   batch allocates enough to set off Python's collections often). The same 100 calls made at
 //!   once without a batch: 15.4-16.9 us per call.
-//! * Through the pipeline with the audit writer on a file: 22.8-24.6 us, 1.19-1.36x the
-//!   transport; the audit writer adds 10-21%. Callers render their records (redacted as they are
-//!   written) and the writer's thread only chains and writes them, waking once per burst.
-//! * `object.move`: 19.4-20.9 us with JSON, 29.3-31.9 us through the transport, 34.7-36.7 us
+//! * Through the pipeline with the audit writer on a file: 22.7-24.8 us, 1.19-1.36x the
+//!   transport; the audit writer adds 9-24%. Callers render their records (redacted as they
+//!   are written) and the writer's thread only chains and writes them, waking once per burst.
+//!   Measured apart (2026-11-25, 200,000 calls' records): ~0.9 us of CPU per call for the
+//!   caller's two records and ~1.7 us for the writer's thread, most of it blake3, on two cores
+//!   the kernel and the caller keep busy while they poll.
+//! * `object.move`: 19.4-20.9 us with JSON, 29.0-31.9 us through the transport, 33.9-37.4 us
 //!   through the pipeline.
-//! * `scene.snapshot`: 12.7-16.3 / 28.1-31.9 / 62.0-67.0 ms in-process with JSON at 1k / 2k /
-//!   4k objects (linear), 15.2-16.6 / 31.7-34.1 / 63.7-64.0 ms through the transport (4k / 2k:
-//!   1.87-1.93x), 15.6-20.7 / 34.9-40.5 / 79-84 ms through the pipeline, whose return stage
+//! * `scene.snapshot`: 11.3-16.3 / 27.4-31.9 / 51.8-67.0 ms in-process with JSON at 1k / 2k /
+//!   4k objects (linear), 12.5-16.6 / 28.8-34.1 / 59.9-64.0 ms through the transport (4k / 2k:
+//!   1.87-2.08x), 15.0-20.7 / 34.5-40.5 / 67.6-84 ms through the pipeline, whose return stage
 //!   seals the snapshot (its fingerprints and indices) over the parts where they lie.
 //! * `python.exec` outside a transaction, in a kernel where code that writes ran (the bench's
-//!   scenes are made by agent code): `print(1)` 0.18-0.21 ms through the transport, with no
+//!   scenes are made by agent code): `print(1)` 0.17-0.21 ms through the transport, with no
 //!   rollback point (code proven read-only that imports nothing but `math` and `mathutils`
-//!   reaches nothing earlier code could leave behind); a read of `bpy.data` 27.5 ms at 1,000
-//!   objects and code that may write 24.7 ms (third run): a `.blend` rollback point, the actuator
-//!   lock's inventories before and after, and the kernel state check (~2,700 classes and ~4,400
-//!   functions compared), all growing with the scene (~40 ms at 2,000). Through the pipeline
-//!   `print(1)` is 1.06-1.41x the transport: the bridge's code gate parses on a stack segment of
-//!   the caller's thread.
+//!   reaches nothing earlier code could leave behind); a read of `bpy.data` 20.3-27.5 ms at
+//!   1,000 objects and code that may write 18.4-24.7 ms (third and fourth runs): a `.blend`
+//!   rollback point, the actuator lock's inventories before and after, and the kernel state
+//!   check (~2,700 classes and ~4,400 functions compared), all growing with the scene (~30-40
+//!   ms at 2,000). Through the pipeline `print(1)` is 1.06-1.41x the transport: the bridge's
+//!   code gate parses on a stack segment of the caller's thread.
 //! * `transaction.begin` + `rollback` saves a copy and reopens it: it grows with the scene.
 
 use std::path::{Path, PathBuf};
