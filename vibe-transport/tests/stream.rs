@@ -262,6 +262,93 @@ async fn every_answer_reaches_its_own_caller_whoever_reads_it() {
     assert!(matches!(later, Err(TransportError::Closed(_))), "{later:?}");
 }
 
+/// A kernel on a thread of its own: answers each call `delay` after it read it.
+fn kernel_thread<R, W>(reader: R, mut writer: W, delay: Duration)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut frames = greet(reader, &mut writer).await;
+            while let Some(Ok(line)) = frames.next().await {
+                if let Ok(Frame::Call { id, .. }) = Frame::parse(&line) {
+                    tokio::time::sleep(delay).await;
+                    let envelope = Envelope::Ok(json!({ "id": id }));
+                    writer
+                        .write_all(&Frame::Result { id, envelope }.to_line())
+                        .await
+                        .unwrap();
+                    writer.flush().await.unwrap();
+                }
+            }
+        });
+    });
+}
+
+/// A stream whose read stalls (as a preempted thread does) right after it found nothing and
+/// registered its waker, once, when the task `stall` names reads it.
+struct Stalling<R> {
+    inner: R,
+    stall: Arc<Mutex<Option<tokio::task::Id>>>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Stalling<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let me = tokio::task::try_id();
+        if polled.is_pending()
+            && me.is_some()
+            && self
+                .stall
+                .lock()
+                .unwrap()
+                .take_if(|t| Some(*t) == me)
+                .is_some()
+        {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        polled
+    }
+}
+
+/// The answer comes while a caller that read the stream still holds the read side (its thread
+/// stalled): the reader task, woken by the answer on another thread, reads it once the caller
+/// lets go, instead of giving up and leaving the answer unread until the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_comes_while_a_caller_holds_the_read_side_is_read() {
+    let (bridge, kernel) = tokio::io::duplex(64 * 1024);
+    let (r, w) = tokio::io::split(kernel);
+    kernel_thread(r, w, Duration::from_millis(50));
+    let (r, w) = tokio::io::split(bridge);
+    let stall = Arc::new(Mutex::new(None));
+    let reader = Stalling {
+        inner: r,
+        stall: Arc::clone(&stall),
+    };
+    let mut options = HandshakeOptions::default();
+    options.busy_poll = Duration::ZERO; // the caller reads once, then waits for its answer
+    let connection = Arc::new(Connection::establish(reader, w, options).await.unwrap());
+    // Let the reader task have its first poll.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let answer = tokio::spawn(async move {
+        *stall.lock().unwrap() = Some(tokio::task::id());
+        let call = Call::new("object.info", json!({}), Duration::from_secs(5));
+        connection.call(call).await
+    })
+    .await
+    .unwrap();
+    assert!(answer.is_ok(), "{answer:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cancel_the_kernel_answers_is_answered_by_the_kernel() {
     let (connection, _) = connect(OnCancel::Answer).await;

@@ -5,7 +5,7 @@
 //! round per call: the caller is polled before the task the driver woke).
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use futures::StreamExt;
@@ -121,16 +121,13 @@ fn dispatch(line: &[u8], shared: &Shared) -> Result<(), TransportError> {
 }
 
 /// The reader task: drains the read side each time the stream has something, until the
-/// connection ends. It never waits for the lock: a caller holding it reads until the stream
-/// has nothing more, which registers this task's waker for what comes next (or, once the
-/// connection ended, wakes it).
+/// connection ends. It waits for the lock: a caller on another thread holds it only for one
+/// drain, which never blocks. Giving up on a held lock would lose a wake-up: the stream's
+/// readiness wakes this task once (taking its waker) and the holder may have finished reading
+/// before the data came.
 pub(super) async fn read_loop(read: SharedRead, shared: Arc<Shared>) {
     std::future::poll_fn(|cx| {
-        let mut side = match read.try_lock() {
-            Ok(side) => side,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => return Poll::Pending,
-        };
+        let mut side = read.lock().unwrap_or_else(|e| e.into_inner());
         if !side.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             side.waker = Some(cx.waker().clone());
         }
