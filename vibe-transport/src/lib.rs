@@ -106,7 +106,9 @@ pub mod supervised;
 mod tcp;
 
 pub use codec::{CodecError, DEFAULT_MAX_FRAME_BYTES, LineCodec};
-pub use connection::{BUSY_POLL, Connection, HandshakeOptions, MAX_BATCH_CALLS};
+pub use connection::{
+    BATCH_ANSWER_GATHER, BUSY_POLL, Connection, HandshakeOptions, MAX_BATCH_CALLS,
+};
 pub use error::{Cause, EXIT_CONSOLE_LINES, ExitReport, TransportError};
 pub use frame::{
     Frame, FrameError, Hello, KERNEL_NAME, PROTOCOL_VERSION, SessionConfig, TransactionCarry,

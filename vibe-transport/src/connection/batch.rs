@@ -13,6 +13,12 @@ use crate::transport::{Call, Transport};
 /// may be lower); longer batches go as several frames, back to back.
 pub const MAX_BATCH_CALLS: usize = 256;
 
+/// How long a kernel may hold a batch's brief answers to write them together (the kernel's
+/// `ANSWER_GATHER_S`, PROTOCOL.md §5): a batch's caller polls this much longer for each answer
+/// than a lone call's caller does, so that the gap between two bursts of answers does not put
+/// it to sleep (and waking it cost more than the calls of a burst).
+pub const BATCH_ANSWER_GATHER: std::time::Duration = std::time::Duration::from_millis(1);
+
 type Answer = Result<Envelope, TransportError>;
 type Receiver = tokio::sync::oneshot::Receiver<Answer>;
 
@@ -139,20 +145,26 @@ type Received = Result<Answer, tokio::sync::oneshot::error::RecvError>;
 
 impl Connection {
     /// The answers that come while the batch's answers keep coming: each within
-    /// [`busy_poll`](super::HandshakeOptions::busy_poll) of the one before, the task yielding
-    /// instead of sleeping in between (as a lone call's wait does), so that a batch of quick
-    /// calls is read without waking a sleeping CPU per answer. Stops at a gap, a cancel, or the
-    /// last answer; the calls left are waited for as usual.
+    /// [`busy_poll`](super::HandshakeOptions::busy_poll) plus [`BATCH_ANSWER_GATHER`] of the one
+    /// before (a zero `busy_poll` turns this off), the task yielding instead of sleeping in
+    /// between (as a lone call's wait does), so that a batch of quick calls is read without
+    /// waking a sleeping CPU per burst of answers. Stops at a gap, a cancel, or the last answer;
+    /// the calls left are waited for as usual.
     async fn poll_batch_briefly(
         &self,
         waiting: &mut [(usize, u64, Receiver)],
         calls: &[Call],
     ) -> Vec<Option<Received>> {
         let mut early: Vec<Option<Received>> = waiting.iter().map(|_| None).collect();
+        let window = if self.busy_poll.is_zero() {
+            self.busy_poll
+        } else {
+            self.busy_poll + BATCH_ANSWER_GATHER
+        };
         // Answers come in order: each poll's window starts at the answer before.
         for ((position, _, receiver), slot) in waiting.iter_mut().zip(&mut early) {
             match self
-                .poll_briefly(receiver, self.busy_poll, &calls[*position].cancel)
+                .poll_briefly(receiver, window, &calls[*position].cancel)
                 .await
             {
                 Some(answer) => *slot = Some(answer),

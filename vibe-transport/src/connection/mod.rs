@@ -23,7 +23,7 @@ use crate::transport::{CANCEL_GRACE, Call, Transport};
 
 mod batch;
 mod read;
-pub use batch::MAX_BATCH_CALLS;
+pub use batch::{BATCH_ANSWER_GATHER, MAX_BATCH_CALLS};
 
 /// How the handshake goes.
 #[derive(Clone, Debug)]
