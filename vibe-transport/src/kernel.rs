@@ -80,7 +80,8 @@
 //!   reaches nothing earlier code could leave behind); a read of `bpy.data` 20.3-27.5 ms at
 //!   1,000 objects and code that may write 18.4-24.7 ms (third and fourth runs): a `.blend`
 //!   rollback point, the actuator lock's inventories before and after, and the kernel state
-//!   check (~2,700 classes and ~4,400 functions compared), all growing with the scene (~30-40
+//!   check (~2,700 classes and ~4,400 functions compared; the ~1,500 containers those classes
+//!   hold, compared since these runs, add ~3 ms), all growing with the scene (~30-40
 //!   ms at 2,000). Through the pipeline `print(1)` is 1.06-1.41x the transport: the bridge's
 //!   code gate parses on a stack segment of the caller's thread.
 //! * `transaction.begin` + `rollback` saves a copy and reopens it: it grows with the scene.

@@ -158,6 +158,33 @@ class KernelStateTest(Base):
         self.assertEqual(error["details"]["changed"], ["VIEW3D_MT_mesh_add.draw"])
         self.assertEqual(menu.draw._draw_funcs, before)
 
+    def test_a_list_a_class_holds_changed_in_place_is_put_back_and_refused(self):
+        # A preset operator's `preset_defines` holds lines its execute runs with `exec` (and
+        # writes into the preset's file) when a person adds a preset. Appended to in place, the
+        # class's attribute stays the same list: no store, and the attribute compare passed it.
+        cls = bpy.types.Operator.bl_rna_get_subclass_py("RENDER_OT_preset_add")
+        before = list(cls.preset_defines)
+        error = self.refused_kernel_state(
+            "import bpy\nS = type(bpy.context.scene).mro()[-2]\nC = S.bl_rna_get_subclass_py('RENDER_OT_preset_add')\n"
+            "C.preset_defines.append('print(1)')")
+        self.assertEqual(error["details"]["changed"], ["%s.preset_defines (changed in place)" % cls.__name__])
+        self.assertEqual(cls.preset_defines, before)
+
+    def test_dicts_and_sets_a_class_holds_changed_in_place_are_put_back(self):
+        held = [(bpy.types.UIList.bl_rna_get_subclass_py("MESH_UL_attributes"), "display_domain_names",
+                 lambda d: d.update(POINT=print)),
+                (bpy.types.Menu.bl_rna_get_subclass_py("TEXTURE_MT_context_menu"), "COMPAT_ENGINES",
+                 lambda s: (s.clear(), s.add("SPY")))]
+        for cls, name, change in held:
+            with self.subTest(name=name):
+                container = getattr(cls, name)
+                before = dict(container) if isinstance(container, dict) else set(container)
+                watch = kernel_state.Watch()
+                change(container)
+                self.assertIn("%s.%s (changed in place)" % (cls.__name__, name), watch.changes(module_views.Views()))
+                self.assertIs(getattr(cls, name), container)
+                self.assertEqual(container, before)
+
     def test_a_store_on_a_class_description_is_put_back(self):
         # `bl_rna` is read through every instance of a class (`light.bl_rna`, the kernel's own
         # reads): a lazy map stored there ran when later code that only reads iterated it. The

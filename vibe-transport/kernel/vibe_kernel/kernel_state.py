@@ -11,6 +11,11 @@ after each run that may write (the read-only proof stores into nothing but its o
   (`Context.copy`, a panel's `draw`, `Mesh.from_pydata`), with the attributes of the functions
   they hold (`mesh.from_pydata.x`, a bound method, reads the function's `x`) and their `bl_rna`;
 - the draw-function lists of menus, panels and headers (`Menu.append(f)`: f runs on redraw);
+- the lists, dicts and sets those classes hold themselves, changed in place (no store on the
+  class: a preset operator's `preset_defines`, lines its `execute` runs with `exec` and writes
+  into the preset's file when a person adds a preset; an operator class is reached through
+  `bl_rna_get_subclass_py` or an operator run with undo, `window_manager.operators`), compared
+  item by item by identity and put back;
 - the key configurations, key maps and key map items of the window manager (an item added
   runs its operator on a key press in the GUI; they are not in the .blend, so no rollback
   removes them): key configurations, maps and items the run added are removed, and a run that
@@ -44,12 +49,13 @@ Not covered here: timers (Blender cannot list them; agent code reaches bpy.app.t
 through bpy.app, whose view leaves them out, see module_views.py); classes not held by a
 module at its top level; changes to existing key map items in place; objects the modules
 share beyond their views' copies (the attributes of a module's functions, containers inside
-containers, containers held on a class changed in place), which agent_code.WRITING_CODE_RAN
+containers, a container a class came to hold since the last listing), which agent_code.WRITING_CODE_RAN
 answers for the read-only path (read_only.reaches_no_leftovers: code that reaches only Blender's
 data, whose Python side is the classes compared here and the attributes of the functions they
 hold, which a method read through an instance reads).
 """
 
+import collections
 import sys
 import types
 import weakref
@@ -221,6 +227,56 @@ def function_changes(before):
             del now[name]
         now.update(had)
         changed.append("%s (attributes of the function)" % function.__qualname__)
+    return changed
+
+
+# The containers whose items the check compares, by exact type: iterating them runs no code of
+# theirs or of what they hold.
+CONTAINER_TYPES = (list, dict, set, collections.OrderedDict, collections.defaultdict)
+
+
+@relisted
+def _class_containers(classes):
+    return [(cls, name) for cls in classes for name, value in list(vars(cls).items())
+            if type(value) in CONTAINER_TYPES and not ignored(name)]
+
+
+def class_containers(classes):
+    """[(owner, container, its items)] of the lists, dicts and sets `classes` hold themselves
+    (~1,500 on bpy 5.0.1: a panel's `COMPAT_ENGINES`, an operator's `bl_options`, a preset
+    operator's `preset_defines`, whose strings its `execute` runs with `exec` when a person
+    adds a preset). Which class holds one under which name is listed again only when the number
+    of classes changed; a container a class comes to hold in between (a store, which the check
+    compares on its own) is compared from the next listing."""
+    found = []
+    for cls, name in _class_containers(len(classes), classes):
+        container = vars(cls).get(name)
+        if type(container) in CONTAINER_TYPES:
+            found.append(("%s.%s" % (cls.__name__, name), container, items_of(container)))
+    return found
+
+
+def items_of(container):
+    """What `container` holds, read without hashing or comparing any of it: its items (a
+    dict's as pairs), in order."""
+    return list(container.items()) if isinstance(container, dict) else list(container)
+
+
+def container_changes(before):
+    """Puts back the containers in `before` (from class_containers) whose items changed in
+    place (compared by identity: nothing the code put there runs) and names them."""
+    changed = []
+    for owner, container, had in before:
+        now = items_of(container)
+        if len(now) == len(had) and (all(a[0] is b[0] and a[1] is b[1] for a, b in zip(now, had))
+                                     if isinstance(container, dict) else all(a is b for a, b in zip(now, had))):
+            continue
+        if isinstance(container, list):
+            container[:] = had
+        else:  # the items put back are those it held: hashing them runs nothing of the code's
+            container.clear()
+            container.update(had)
+        changed.append("%s (changed in place)" % owner)
     return changed
 
 
@@ -460,8 +516,9 @@ class Watch:
         classes = {id(cls): cls for cls in unhooked}
         classes.update((id(cls), cls) for cls in module_classes())
         self.classes = [(cls, dict(vars(cls))) for cls in classes.values()]
-        self.functions = function_attributes(class_functions(
-            every + [cls for cls in classes.values() if id(cls) not in self.known]))
+        shared = every + [cls for cls in classes.values() if id(cls) not in self.known]
+        self.functions = function_attributes(class_functions(shared))
+        self.containers = class_containers(shared)
         self.key_maps = key_maps()
         self.texts = registered_texts()
         # Plain values and lengths only: no reference to Blender's structs outlives the check.
@@ -517,6 +574,7 @@ class Watch:
             changed.append("%s.%s" % (cls.__name__, name))
         NOTED.clear()
         changed += function_changes(self.functions)
+        changed += container_changes(self.containers)
         changed += key_map_changes(self.key_maps)
         changed += preference_changes(self.preferences)
         changed += ["text %s (registered as a module)" % text.name for text in bpy.data.texts
