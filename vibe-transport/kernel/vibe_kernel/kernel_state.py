@@ -11,8 +11,8 @@ after each run that may write (the read-only proof stores into nothing but its o
   (`Context.copy`, a panel's `draw`, `Mesh.from_pydata`), with the attributes of the functions
   they hold (`mesh.from_pydata.x`, a bound method, reads the function's `x`) and their `bl_rna`;
 - the draw-function lists of menus, panels and headers (`Menu.append(f)`: f runs on redraw);
-- the lists, dicts and sets those classes hold themselves, changed in place (no store on the
-  class: a preset operator's `preset_defines`, lines its `execute` runs with `exec` and writes
+- the lists, dicts and sets those classes hold themselves under names that do not start with
+  `_`, changed in place (no store on the class: a preset operator's `preset_defines`, lines its `execute` runs with `exec` and writes
   into the preset's file when a person adds a preset; an operator class is reached through
   `bl_rna_get_subclass_py` or an operator run with undo, `window_manager.operators`), compared
   item by item by identity and put back;
@@ -238,16 +238,19 @@ CONTAINER_TYPES = (list, dict, set, collections.OrderedDict, collections.default
 @relisted
 def _class_containers(classes):
     return [(cls, name) for cls in classes for name, value in list(vars(cls).items())
-            if type(value) in CONTAINER_TYPES and not ignored(name)]
+            if type(value) in CONTAINER_TYPES and not name.startswith("_")]
 
 
 def class_containers(classes):
     """[(owner, container, its items)] of the lists, dicts and sets `classes` hold themselves
-    (~1,500 on bpy 5.0.1: a panel's `COMPAT_ENGINES`, an operator's `bl_options`, a preset
-    operator's `preset_defines`, whose strings its `execute` runs with `exec` when a person
-    adds a preset). Which class holds one under which name is listed again only when the number
-    of classes changed; a container a class comes to hold in between (a store, which the check
-    compares on its own) is compared from the next listing."""
+    under names agent code can spell (~1,300 on bpy 5.0.1: a panel's `COMPAT_ENGINES`, an
+    operator's `bl_options`, a preset operator's `preset_defines`, whose strings its `execute`
+    runs with `exec` when a person adds a preset). Private names, which the gate refuses
+    (`private_access`), are left out: Blender keeps its own bookkeeping there and operators
+    change it (`wm.tool_set_by_id` notes a tool group's last tool in
+    `VIEW3D_PT_tools_active._tool_group_active`). Which class holds one under which name is
+    listed again only when the number of classes changed; a container a class comes to hold in
+    between (a store, which the check compares on its own) is compared from the next listing."""
     found = []
     for cls, name in _class_containers(len(classes), classes):
         container = vars(cls).get(name)
