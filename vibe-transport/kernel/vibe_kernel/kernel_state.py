@@ -243,7 +243,7 @@ def _class_containers(classes):
 
 def class_containers(classes):
     """[(owner, container, its items)] of the lists, dicts and sets `classes` hold themselves
-    under names agent code can spell (~1,300 on bpy 5.0.1: a panel's `COMPAT_ENGINES`, an
+    under names agent code can spell (~1,400 on bpy 5.0.1: a panel's `COMPAT_ENGINES`, an
     operator's `bl_options`, a preset operator's `preset_defines`, whose strings its `execute`
     runs with `exec` when a person adds a preset). Private names, which the gate refuses
     (`private_access`), are left out: Blender keeps its own bookkeeping there and operators
