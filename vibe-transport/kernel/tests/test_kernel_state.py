@@ -355,6 +355,13 @@ class KernelStateTest(Base):
             self.assertIn("preferences.filepaths.script_directories", changed)
             self.assertEqual(len(filepaths.script_directories), count)
 
+    def test_a_setting_blender_writes_itself_during_a_render_is_not_a_change(self):
+        # bpy 5.2 writes the GPU backend it picked over `AUTO` when a render first starts the GPU.
+        if not hasattr(bpy.context.preferences.system, "gpu_preferred_device"):
+            self.skipTest("no gpu_preferred_device before Blender 4.x")
+        self.ok("python.exec", code="import bpy\nr = bpy.context.scene.render\nr.engine = 'BLENDER_WORKBENCH'\n"
+                "r.resolution_x = r.resolution_y = 16\nbpy.ops.render.render()")
+
     def test_a_container_a_module_holds_is_the_runs_own_copy(self):
         import copy
         import collections

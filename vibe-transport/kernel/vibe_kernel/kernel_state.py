@@ -12,10 +12,10 @@ after each run that may write (the read-only proof stores into nothing but its o
   they hold (`mesh.from_pydata.x`, a bound method, reads the function's `x`) and their `bl_rna`;
 - the draw-function lists of menus, panels and headers (`Menu.append(f)`: f runs on redraw);
 - the lists, dicts and sets those classes hold themselves under names that do not start with
-  `_`, changed in place (no store on the class: a preset operator's `preset_defines`, lines its `execute` runs with `exec` and writes
-  into the preset's file when a person adds a preset; an operator class is reached through
-  `bl_rna_get_subclass_py` or an operator run with undo, `window_manager.operators`), compared
-  item by item by identity and put back;
+  `_`, changed in place (no store on the class: a preset operator's `preset_defines`, lines
+  its `execute` runs with `exec` and writes into the preset's file when a person adds a
+  preset; an operator class is reached through `bl_rna_get_subclass_py` or an operator run
+  with undo, `window_manager.operators`), compared item by item by identity and put back;
 - the key configurations, key maps and key map items of the window manager (an item added
   runs its operator on a key press in the GUI; they are not in the .blend, so no rollback
   removes them): key configurations, maps and items the run added are removed, and a run that
@@ -23,7 +23,8 @@ after each run that may write (the read-only proof stores into nothing but its o
 - the text blocks registered as modules (`use_module`): one newly registered or rewritten runs
   unconfined when the file is opened with auto-run on. The scene's rollback puts these back;
 - the writable settings of the preferences' file paths, editing and system sections (script
-  directories, auto-run and its exclusions, undo steps and memory, ...) and the list of add-ons:
+  directories, auto-run and its exclusions, undo steps and memory, ...; not those Blender
+  writes itself, PREFERENCES_BLENDER_WRITES) and the list of add-ons:
   agent code reaches the preferences only through a callback Blender hands the real context
   (an update function of a property it defines; `bpy.context` itself is a view, see
   module_views.py), and a change there outlives the call (and the file) once the preferences
@@ -390,6 +391,10 @@ def key_map_changes(before):
 # The sections of the preferences compared, and how deep below them (structs in structs).
 PREFERENCE_SECTIONS = ("filepaths", "edit", "system")
 PREFERENCE_DEPTH = 3
+# Settings Blender itself writes while agent code runs, none of which runs code or names a
+# place code comes from: the GPU backend it picked, which bpy 5.2 writes over `AUTO` when a
+# render first starts the GPU (a workbench `render.render()` was refused for it).
+PREFERENCES_BLENDER_WRITES = frozenset({"preferences.system.gpu_preferred_device"})
 
 
 def plain(value):
@@ -421,7 +426,7 @@ def preference_settings():
                 lists["%s.%s" % (path, name)] = (items, len(items))
                 if depth < PREFERENCE_DEPTH:
                     stack.extend((item, "%s.%s[%d]" % (path, name, i), depth + 1) for i, item in enumerate(items))
-            elif not prop.is_readonly:
+            elif not prop.is_readonly and "%s.%s" % (path, name) not in PREFERENCES_BLENDER_WRITES:
                 values["%s.%s" % (path, name)] = (struct, name, plain(getattr(struct, name)))
     return values, lists
 
