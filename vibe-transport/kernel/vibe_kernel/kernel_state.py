@@ -266,14 +266,22 @@ def items_of(container):
     return list(container.items()) if isinstance(container, dict) else list(container)
 
 
+def same_items(now, had, pairs):
+    """Whether two readings of a container (items_of) hold the same objects in the same order,
+    by identity; `pairs` for a dict's, new tuples each reading, whose halves are compared."""
+    if len(now) != len(had):
+        return False
+    if pairs:
+        return all(key is key_had and value is value_had for (key, value), (key_had, value_had) in zip(now, had))
+    return all(item is item_had for item, item_had in zip(now, had))
+
+
 def container_changes(before):
     """Puts back the containers in `before` (from class_containers) whose items changed in
     place (compared by identity: nothing the code put there runs) and names them."""
     changed = []
     for owner, container, had in before:
-        now = items_of(container)
-        if len(now) == len(had) and (all(a[0] is b[0] and a[1] is b[1] for a, b in zip(now, had))
-                                     if isinstance(container, dict) else all(a is b for a, b in zip(now, had))):
+        if same_items(items_of(container), had, isinstance(container, dict)):
             continue
         if isinstance(container, list):
             container[:] = had

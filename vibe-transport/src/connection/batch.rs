@@ -1,6 +1,8 @@
 //! Batches: many calls in one `batch` frame, run in order on Blender's main thread in one hop,
 //! each answered by its own `result` (protocol §5).
 
+use std::time::Duration;
+
 use futures::future::join_all;
 use vibe_errors::Envelope;
 
@@ -17,7 +19,7 @@ pub const MAX_BATCH_CALLS: usize = 256;
 /// `ANSWER_GATHER_S`, PROTOCOL.md §5): a batch's caller polls this much longer for each answer
 /// than a lone call's caller does, so that the gap between two bursts of answers does not put
 /// it to sleep (and waking it cost more than the calls of a burst).
-pub const BATCH_ANSWER_GATHER: std::time::Duration = std::time::Duration::from_millis(1);
+pub const BATCH_ANSWER_GATHER: Duration = Duration::from_millis(1);
 
 type Answer = Result<Envelope, TransportError>;
 type Receiver = tokio::sync::oneshot::Receiver<Answer>;

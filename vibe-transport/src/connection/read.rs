@@ -45,40 +45,25 @@ impl ReadSide {
     /// (by the stream's end, an I/O error or a protocol violation, each failing every call).
     fn drain(&mut self, cx: &mut Context<'_>, shared: &Shared) -> Poll<()> {
         while !self.ended {
-            let line = match self.frames.poll_next_unpin(cx) {
+            let read = match self.frames.poll_next_unpin(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(line))) => line,
-                Poll::Ready(Some(Err(CodecError::FrameTooLarge { max }))) => {
-                    self.end(
-                        shared,
-                        TransportError::Protocol(format!(
-                            "the kernel sent a frame over {max} bytes"
-                        )),
-                    );
-                    break;
-                }
+                Poll::Ready(Some(Ok(line))) => Ok(line),
+                Poll::Ready(Some(Err(CodecError::FrameTooLarge { max }))) => Err(
+                    TransportError::Protocol(format!("the kernel sent a frame over {max} bytes")),
+                ),
                 Poll::Ready(Some(Err(CodecError::Io(e)))) => {
-                    self.end(shared, TransportError::ConnectionLost(e.into()));
-                    break;
+                    Err(TransportError::ConnectionLost(e.into()))
                 }
-                Poll::Ready(None) => {
-                    self.end(
-                        shared,
-                        TransportError::ConnectionLost("the kernel closed the connection".into()),
-                    );
-                    break;
-                }
+                Poll::Ready(None) => Err(TransportError::ConnectionLost(
+                    "the kernel closed the connection".into(),
+                )),
             };
-            if let Err(error) = dispatch(&line, shared) {
-                self.end(shared, error);
+            if let Err(error) = read.and_then(|line| dispatch(&line, shared)) {
+                self.ended = true;
+                shared.fail_all(error);
             }
         }
         Poll::Ready(())
-    }
-
-    fn end(&mut self, shared: &Shared, error: TransportError) {
-        self.ended = true;
-        shared.fail_all(error);
     }
 }
 
